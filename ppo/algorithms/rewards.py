@@ -1,0 +1,72 @@
+"""Token-level rewards from sequence scores: KL in reward, placement, scaling, overlong shaping, whitening."""
+
+from __future__ import annotations
+
+import torch
+
+from ppo.algorithms.masked import masked_whiten
+
+
+def last_trainable_index(mask: torch.Tensor) -> torch.Tensor:
+    """Index ``[B]`` of the last position where ``mask`` is 1 in each row (−1 for an empty row)."""
+    positions = torch.arange(mask.shape[-1], device=mask.device).expand_as(mask)
+    return torch.where(mask.bool(), positions, torch.full_like(positions, -1)).max(dim=-1).values
+
+
+def token_level_rewards(
+    sequence_rewards: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> torch.Tensor:
+    """Per-token rewards ``[B, T]``: ``−β·KL_t`` on every trainable token, plus ``R`` on the last trainable token.
+
+    The scalar reward goes to the last position where ``mask`` is 1, not the last position of the row, so padding
+    and masked spans after the response never receive it.  Rows with an empty mask get no reward.
+    """
+    m = mask.to(sequence_rewards.dtype)
+    rewards = torch.zeros_like(m)
+    if kl is not None and kl_coef != 0.0:
+        rewards = rewards - kl_coef * kl.detach().to(rewards.dtype)
+    last = last_trainable_index(mask)
+    rows = torch.nonzero(last >= 0).squeeze(-1)
+    rewards[rows, last[rows]] += sequence_rewards[rows]
+    return rewards * m
+
+
+def scale_rewards(
+    rewards: torch.Tensor,
+    *,
+    source_min: float = 0.0,
+    source_max: float = 1.0,
+    target_min: float = -1.0,
+    target_max: float = 1.0,
+) -> torch.Tensor:
+    """Affine map of ``clamp(R, source_min, source_max)`` onto ``[target_min, target_max]`` (DAPO: {0,1} → {−1,1})."""
+    if source_max <= source_min:
+        raise ValueError(f"reward scaling needs source_max > source_min, got {source_min}..{source_max}")
+    unit = (rewards.clamp(source_min, source_max) - source_min) / (source_max - source_min)
+    return target_min + unit * (target_max - target_min)
+
+
+def overlong_penalty(
+    lengths: torch.Tensor,
+    *,
+    max_response_length: int,
+    buffer_length: int,
+    penalty_factor: float = 1.0,
+) -> torch.Tensor:
+    """DAPO's soft overlong punishment ``[B]``, to add to ``R``: 0 up to ``max − buffer`` tokens, then linear.
+
+    ``min(−(len − exp_len)/buffer · penalty_factor, 0)`` with ``exp_len = max_response_length − buffer_length``.
+    """
+    if not 0 < buffer_length <= max_response_length:
+        raise ValueError(f"overlong buffer {buffer_length} must be in (0, max_response_length={max_response_length}]")
+    expected = max_response_length - buffer_length
+    return (-(lengths.to(torch.float32) - expected) / buffer_length * penalty_factor).clamp(max=0.0)
+
+
+def whiten_rewards(rewards: torch.Tensor, mask: torch.Tensor, *, shift_mean: bool = True) -> torch.Tensor:
+    """Per-token reward whitening over the mask (TRL style), separate from advantage whitening."""
+    return masked_whiten(rewards, mask, shift_mean=shift_mean) * mask
