@@ -1,0 +1,1 @@
+"""Sweep files: a base experiment, axes, seeds, metric and early stopping (issue 7)."""

@@ -1,0 +1,59 @@
+import pytest
+import torch
+
+from ppo.algorithms import (
+    last_trainable_index,
+    masked_mean,
+    masked_var,
+    overlong_penalty,
+    scale_rewards,
+    token_level_rewards,
+    whiten_rewards,
+)
+
+
+def test_sequence_reward_lands_on_last_trainable_token_not_last_position():
+    mask = torch.tensor([[0, 1, 1, 0, 1, 0, 0], [1, 1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0, 0]], dtype=torch.float32)
+    R = torch.tensor([2.0, 3.0, 5.0])
+    r = token_level_rewards(R, mask)
+    expected = torch.zeros(3, 7)
+    expected[0, 4] = 2.0
+    expected[1, 6] = 3.0
+    torch.testing.assert_close(r, expected)
+    assert last_trainable_index(mask).tolist() == [4, 6, -1]
+
+
+def test_kl_in_reward_on_every_trainable_token():
+    mask = torch.tensor([[1.0, 0.0, 1.0, 1.0, 0.0]])
+    kl = torch.tensor([[0.1, 9.0, 0.2, 0.3, 9.0]])
+    r = token_level_rewards(torch.tensor([1.0]), mask, kl=kl, kl_coef=0.5)
+    torch.testing.assert_close(r, torch.tensor([[-0.05, 0.0, -0.1, 1.0 - 0.15, 0.0]]))
+
+
+def test_reward_scaling_dapo_default_and_clamp():
+    torch.testing.assert_close(scale_rewards(torch.tensor([0.0, 1.0, 0.5, 7.0, -3.0])),
+                               torch.tensor([-1.0, 1.0, 0.0, 1.0, -1.0]))
+    torch.testing.assert_close(scale_rewards(torch.tensor([2.0]), source_min=0, source_max=4, target_min=0,
+                                             target_max=10), torch.tensor([5.0]))
+    with pytest.raises(ValueError):
+        scale_rewards(torch.zeros(1), source_min=1, source_max=1)
+
+
+def test_overlong_penalty():
+    lengths = torch.tensor([100, 6144, 7168, 8192])
+    p = overlong_penalty(lengths, max_response_length=8192, buffer_length=2048, penalty_factor=1.0)
+    torch.testing.assert_close(p, torch.tensor([0.0, 0.0, -0.5, -1.0]))
+    with pytest.raises(ValueError):
+        overlong_penalty(lengths, max_response_length=100, buffer_length=0)
+
+
+@pytest.mark.parametrize("shift_mean", [True, False])
+def test_reward_whitening(shift_mean):
+    g = torch.Generator().manual_seed(3)
+    r = torch.randn(4, 9, generator=g, dtype=torch.float64) * 3 + 2
+    mask = (torch.rand(4, 9, generator=g) > 0.3).double()
+    w = whiten_rewards(r, mask, shift_mean=shift_mean)
+    expected_mean = 0.0 if shift_mean else masked_mean(r, mask).item()
+    assert masked_mean(w, mask).item() == pytest.approx(expected_mean, abs=1e-9)
+    assert masked_var(w, mask).item() == pytest.approx(1.0, abs=1e-6)
+    assert (w[mask == 0] == 0).all()
