@@ -181,9 +181,12 @@ def save_hf_checkpoint(state: dict[str, torch.Tensor], config: dict, path: str |
     return path
 
 
-def load_megatron_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Copy ``state`` into ``model``; every parameter must be covered (only ``_extra_state`` may be absent)."""
+def load_megatron_state(
+    model: torch.nn.Module, state: dict[str, torch.Tensor], *, optional: tuple[str, ...] = ()
+) -> None:
+    """Copy ``state`` into ``model``; every parameter must be covered except ``_extra_state`` and ``optional`` names
+    (e.g. a critic's value head when the HF checkpoint has no ``score.weight``: it keeps its random init)."""
     result = model.load_state_dict(state, strict=False)
-    missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
+    missing = [k for k in result.missing_keys if not k.endswith("_extra_state") and k not in optional]
     if missing or result.unexpected_keys:
         raise KeyError(f"weight conversion mismatch: missing {missing}, unexpected {result.unexpected_keys}")
