@@ -39,6 +39,9 @@ def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32
         bf16=dtype == torch.bfloat16,
         fp16=dtype == torch.float16,
         use_cpu_initialization=not torch.cuda.is_available(),
+        # losses in ppo.algorithms are already divided by global token/sequence counts, so data-parallel
+        # gradients must be summed, not averaged
+        calculate_per_token_loss=True,
         **overrides,
     )
 

@@ -1,0 +1,146 @@
+"""One optimiser step of a Megatron model over micro-batches: Megatron DDP, Megatron's Adam(W), LR schedule.
+
+The loss function comes from ``ppo.algorithms`` and is normalised by global counts, so the step *sums* the
+micro-batch losses (no division by the number of micro-batches) and data-parallel gradients are summed too
+(``calculate_per_token_loss``).  Gradient clipping and the gradient norm are Megatron's (global over TP/PP/DP).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ppo.algorithms.metrics import reduce_microbatch_metrics
+
+SCHEDULES = ("constant", "cosine", "linear")
+
+
+@dataclass
+class OptimizerSettings:
+    lr: float = 1e-6
+    min_lr: float = 0.0
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    clip_grad: float = 1.0
+    warmup_steps: int = 0
+    schedule: str = "constant"
+    decay_steps: int = 1000
+    distributed_optimizer: bool | None = None  # default: on with CUDA (sharded optimizer state), off on CPU
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.lr <= 0 or self.min_lr < 0 or self.min_lr > self.lr:
+            raise ValueError(f"need 0 <= min_lr <= lr and lr > 0, got lr={self.lr}, min_lr={self.min_lr}")
+
+
+def learning_rate(settings: OptimizerSettings, step: int) -> float:
+    """Linear warmup to ``lr`` over ``warmup_steps``, then constant, cosine or linear decay to ``min_lr``."""
+    if step < settings.warmup_steps:
+        return settings.lr * (step + 1) / settings.warmup_steps
+    if settings.schedule == "constant":
+        return settings.lr
+    progress = min(1.0, (step - settings.warmup_steps) / max(1, settings.decay_steps - settings.warmup_steps))
+    shape = 0.5 * (1 + math.cos(math.pi * progress)) if settings.schedule == "cosine" else 1 - progress
+    return settings.min_lr + (settings.lr - settings.min_lr) * shape
+
+
+class ModelTrainer:
+    """Owns a model's DDP wrapper, optimizer and step counter; ``step()`` runs forward/backward and one update.
+
+    ``module`` is the plain ``GPTModel`` to pass to forward functions (``ppo.models.forward``); its parameters'
+    gradients land in DDP's contiguous buffers.
+    """
+
+    def __init__(self, model: torch.nn.Module, settings: OptimizerSettings):
+        from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+        from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+
+        distributed = settings.distributed_optimizer
+        if distributed is None:
+            distributed = torch.cuda.is_available()
+        self.settings = settings
+        self.module = model
+        self.ddp = DistributedDataParallel(
+            config=model.config,
+            ddp_config=DistributedDataParallelConfig(
+                grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=distributed
+            ),
+            module=model,
+        )
+        self.optimizer = get_megatron_optimizer(
+            OptimizerConfig(
+                optimizer="adam",
+                lr=settings.lr,
+                min_lr=settings.min_lr,
+                weight_decay=settings.weight_decay,
+                adam_beta1=settings.adam_beta1,
+                adam_beta2=settings.adam_beta2,
+                adam_eps=settings.adam_eps,
+                clip_grad=settings.clip_grad,
+                bf16=model.config.bf16,
+                params_dtype=model.config.params_dtype,
+                use_distributed_optimizer=distributed,
+            ),
+            [self.ddp],
+        )
+        self.steps_done = 0
+
+    def _set_lr(self) -> float:
+        lr = learning_rate(self.settings, self.steps_done)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def step(
+        self,
+        microbatches: Sequence[dict],
+        loss_fn: Callable[[torch.nn.Module, dict], tuple[torch.Tensor, dict]],
+    ) -> dict[str, float]:
+        """Forward/backward every micro-batch, then one optimizer step; returns the reduced metrics.
+
+        ``loss_fn(module, microbatch) -> (loss, metrics)`` must normalise by global counts.  A non-finite
+        gradient norm skips the update (``skipped`` = 1 in the metrics) and leaves the parameters unchanged.
+        """
+        self.ddp.train()
+        self.ddp.zero_grad_buffer()
+        self.optimizer.zero_grad()
+        pieces = []
+        for microbatch in microbatches:
+            loss, metrics = loss_fn(self.module, microbatch)
+            loss.backward()
+            pieces.append(metrics)
+        self.ddp.finish_grad_sync()
+        lr = self._set_lr()
+        grad_norm, skipped = self._clip_and_update()
+        if not skipped:
+            self.steps_done += 1
+        reduced = reduce_microbatch_metrics(pieces)
+        reduced.update({"grad_norm": grad_norm, "lr": lr, "skipped": float(skipped)})
+        return reduced
+
+    @torch.no_grad()
+    def _clip_and_update(self) -> tuple[float, bool]:
+        """Megatron's ``optimizer.step()`` split open so that a NaN/Inf gradient skips the update.
+
+        (Megatron's own step only skips on overflow under fp16 loss scaling; in fp32/bf16 it would apply a NaN
+        update.)  Returns the global gradient norm before clipping and whether the update was skipped.
+        """
+        from megatron.core.optimizer.clip_grads import clip_grad_by_total_norm_fp32
+
+        found_inf = self.optimizer.prepare_grads()
+        grad_norm = float("inf") if found_inf else float(self.optimizer.get_grad_norm())
+        if not math.isfinite(grad_norm):
+            return grad_norm, True
+        if self.settings.clip_grad > 0:
+            for optimizer in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
+                parameters = optimizer.get_parameters()
+                if parameters:
+                    clip_grad_by_total_norm_fp32(parameters, max_norm=self.settings.clip_grad, total_norm=grad_norm)
+        self.optimizer.step_with_ready_grads()
+        return grad_norm, False
