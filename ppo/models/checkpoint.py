@@ -1,0 +1,71 @@
+"""Save and load a model with its optimizer through Megatron's distributed checkpointing.
+
+A checkpoint directory holds sharded tensors that any tensor/pipeline layout can read back (resharding on load),
+plus the trainer's step counter.  Writes are atomic: everything goes to ``<dir>.partial`` and is renamed only
+once complete, so a crash during a save leaves the previous checkpoint and never a torn one that could be loaded.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import torch
+
+from ppo.models.training import ModelTrainer
+
+PARTIAL_SUFFIX = ".partial"
+
+
+def _sharded_state(trainer: ModelTrainer, *, is_loading: bool) -> dict:
+    model_state = trainer.module.sharded_state_dict()
+    return {
+        "model": model_state,
+        "optimizer": trainer.optimizer.sharded_state_dict(model_state, is_loading=is_loading),
+    }
+
+
+def _is_rank_zero() -> bool:
+    return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+
+
+def _barrier() -> None:
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+
+
+def save_checkpoint(trainer: ModelTrainer, path: str | Path) -> Path:
+    """Write the model, the optimizer state and the step counter to ``path`` (collective over all ranks)."""
+    from megatron.core import dist_checkpointing
+
+    path = Path(path)
+    partial = path.with_name(path.name + PARTIAL_SUFFIX)
+    if _is_rank_zero():
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+    _barrier()
+    state = _sharded_state(trainer, is_loading=False)
+    state["steps_done"] = trainer.steps_done
+    dist_checkpointing.save(state, str(partial))
+    _barrier()
+    if _is_rank_zero():
+        if path.exists():
+            shutil.rmtree(path)
+        partial.rename(path)
+    _barrier()
+    return path
+
+
+def load_checkpoint(trainer: ModelTrainer, path: str | Path) -> None:
+    """Restore a ``save_checkpoint`` directory into ``trainer`` (any parallel layout; refuses partial saves)."""
+    from megatron.core import dist_checkpointing
+
+    path = Path(path)
+    if path.name.endswith(PARTIAL_SUFFIX) or not path.is_dir():
+        raise FileNotFoundError(f"no complete checkpoint at {path}")
+    state = _sharded_state(trainer, is_loading=True)
+    state["steps_done"] = 0
+    loaded = dist_checkpointing.load(state, str(path))
+    trainer.module.load_state_dict(loaded["model"])
+    trainer.optimizer.load_state_dict(loaded["optimizer"])
+    trainer.steps_done = int(loaded["steps_done"])
