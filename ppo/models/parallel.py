@@ -87,4 +87,5 @@ def initialize(parallel: ParallelConfig, *, seed: int = 0) -> None:
         pipeline_model_parallel_size=parallel.pipeline,
         context_parallel_size=parallel.context,
     )
+    torch.manual_seed(seed)  # CPU-initialised weights draw from the default generator
     model_parallel_cuda_manual_seed(seed)
