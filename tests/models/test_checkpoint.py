@@ -6,17 +6,17 @@ import torch
 from ppo.models.architecture import Architecture
 from ppo.models.checkpoint import load_checkpoint, save_checkpoint
 from ppo.models.convert import hf_to_megatron, load_megatron_state
-from ppo.models.training import ModelTrainer, OptimizerSettings
+from ppo.models.training import ModelTrainer
 from ppo.models.value import build_value_model
 from tests.models.conftest import make_hf_model
-from tests.models.test_training import critic_batch, critic_loss
+from tests.models.test_training import critic_batch, critic_loss, critic_settings
 
 
 def fresh_critic(hf, arch):
     torch.manual_seed(0)
     critic = build_value_model(arch)
     load_megatron_state(critic, hf_to_megatron(hf.state_dict(), arch, value_head=True), optional=("output_layer.weight",))
-    return ModelTrainer(critic, OptimizerSettings(lr=1e-3, warmup_steps=3, schedule="cosine", decay_steps=10))
+    return ModelTrainer(critic, critic_settings())
 
 
 @pytest.mark.slow
@@ -54,3 +54,29 @@ def test_partial_checkpoint_is_refused(megatron_world, tmp_path):
         load_checkpoint(None, tmp_path / "ckpt.partial")
     with pytest.raises(FileNotFoundError):
         load_checkpoint(None, tmp_path / "missing")
+
+
+@pytest.mark.slow
+def test_checkpoint_resumes_across_a_change_of_tensor_parallel_size(megatron_world, tmp_path):
+    """Saved at TP=1, resumed at TP=2 on two gloo processes: same values, same parameters after one more step."""
+    from ppo.models.convert import megatron_to_hf, save_hf_checkpoint
+    from tests.models.test_tensor_parallel import run_tp2
+    from tests.models.tp_worker import resume_and_step
+
+    hf = make_hf_model("qwen2", tied=False, seed=31)
+    arch = Architecture.from_hf_config(hf.config.to_dict())
+    hf_dir = save_hf_checkpoint(hf.state_dict(), hf.config.to_dict(), tmp_path / "hf")
+    trainer = fresh_critic(hf, arch)
+    for seed in range(2):
+        b = critic_batch(arch.vocab_size, seed=seed)
+        trainer.step([b], critic_loss(b, b["mask"].sum()))
+    save_checkpoint(trainer, tmp_path / "ckpt")
+
+    tp1 = resume_and_step(str(tmp_path / "ckpt"), str(hf_dir), 1)
+    tp2 = run_tp2(hf_dir, tmp_path / "tp2.pt", RESUME_FROM=str(tmp_path / "ckpt"))
+    assert tp1["steps"] == tp2["steps"] == 3
+    torch.testing.assert_close(tp2["values"], tp1["values"], rtol=0, atol=1e-5)
+    assert tp2["params"].keys() == tp1["params"].keys()
+    for name, expected in tp1["params"].items():
+        error = (tp2["params"][name] - expected).abs().max().item()
+        assert error <= 1e-5 * expected.abs().max().item() + 1e-7, (name, error)

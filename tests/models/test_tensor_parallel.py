@@ -21,6 +21,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_tp2(hf_dir, out, **extra_env) -> dict:
+    """Run ``tests.models.tp_worker`` as two gloo ranks with TP=2 and return what rank 0 saved."""
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), TP="2", OMP_NUM_THREADS="1", **extra_env)
+        procs.append(subprocess.Popen([sys.executable, "-m", "tests.models.tp_worker", str(hf_dir), str(out)],
+                                      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(log[-3000:] for log in logs)
+    return torch.load(out)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("tied", [False, True])
 def test_tp2_equals_tp1(megatron_world, tmp_path, tied):
@@ -33,17 +47,7 @@ def test_tp2_equals_tp1(megatron_world, tmp_path, tied):
         state.pop("lm_head.weight")
     hf_dir = save_hf_checkpoint(state, hf.config.to_dict(), tmp_path / "hf")
 
-    out = tmp_path / "tp2.pt"
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), TP="2", OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, "-m", "tests.models.tp_worker", str(hf_dir), str(out)],
-                                      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    logs = [p.communicate(timeout=300)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), "\n".join(log[-3000:] for log in logs)
-    tp2 = torch.load(out)
+    tp2 = run_tp2(hf_dir, tmp_path / "tp2.pt")
     tp1 = compute(str(hf_dir), 1, 1)
 
     for key in ("logits", "logprobs", "values"):

@@ -26,6 +26,10 @@ def critic_batch(vocab: int, seed: int = 0):
     return {"input_ids": ids, "segment_ids": segments, "returns": returns, "mask": mask}
 
 
+def critic_settings():
+    return OptimizerSettings(lr=1e-3, warmup_steps=3, schedule="cosine", decay_steps=10)
+
+
 def critic_loss(batch, n_tokens):
     def loss_fn(module, mb):
         values = token_values(module, mb["input_ids"], mb["segment_ids"])

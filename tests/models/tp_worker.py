@@ -55,11 +55,39 @@ def main(hf_dir: str, out: str, tensor: int) -> None:
     from ppo.models.parallel import ParallelConfig, initialize
 
     initialize(ParallelConfig(tensor=tensor), seed=1234)
-    result = compute(hf_dir, torch.distributed.get_world_size(), tensor)
+    if os.environ.get("RESUME_FROM"):
+        result = resume_and_step(os.environ["RESUME_FROM"], hf_dir, tensor)
+    else:
+        result = compute(hf_dir, torch.distributed.get_world_size(), tensor)
     if torch.distributed.get_rank() == 0:
         torch.save(result, out)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
+
+
+
+def resume_and_step(ckpt_dir: str, hf_dir: str, tensor: int) -> dict:
+    """Load a critic checkpoint into this TP layout, report values, take one step, return full HF-layout params."""
+    from megatron.core import parallel_state
+
+    from ppo.models.architecture import Architecture
+    from ppo.models.checkpoint import load_checkpoint
+    from ppo.models.convert import megatron_to_hf
+    from ppo.models.training import ModelTrainer
+    from ppo.models.value import build_value_model, token_values
+    from tests.models.test_training import critic_batch, critic_loss, critic_settings
+
+    arch = Architecture.from_pretrained(hf_dir)
+    trainer = ModelTrainer(build_value_model(arch), critic_settings())
+    load_checkpoint(trainer, ckpt_dir)
+    batch = critic_batch(arch.vocab_size, seed=9)
+    with torch.no_grad():
+        values = token_values(trainer.module, batch["input_ids"], batch["segment_ids"])
+    trainer.step([batch], critic_loss(batch, batch["mask"].sum()))
+    shards = [None] * tensor
+    state = {k: v.detach() for k, v in trainer.module.state_dict().items() if not k.endswith("_extra_state")}
+    torch.distributed.all_gather_object(shards, state, group=parallel_state.get_tensor_model_parallel_group())
+    return {"values": values, "params": megatron_to_hf(shards, arch, value_head=True), "steps": trainer.steps_done}
 
 
 if __name__ == "__main__":
