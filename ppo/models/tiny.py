@@ -1,0 +1,56 @@
+"""Create small random Hugging Face checkpoints locally (no model hub): for tests and the CPU recipes.
+
+The directory holds ``config.json``, ``model.safetensors`` and the tokenizer files, so Megatron (through
+``ppo.models.convert``), ``transformers`` and vLLM all load it.  Heads are 32 wide or more: vLLM's CPU attention
+backend supports head sizes 32, 64, 80, … only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+
+def create_tiny_model(
+    path: str | Path,
+    tokenizer,
+    *,
+    model_type: str = "qwen2",
+    hidden_size: int = 128,
+    num_layers: int = 3,
+    num_attention_heads: int = 4,
+    num_key_value_heads: int = 2,
+    intermediate_size: int = 384,
+    max_position_embeddings: int = 256,
+    tie_word_embeddings: bool = True,
+    rope_theta: float = 10000.0,
+    seed: int = 0,
+) -> Path:
+    """Save a randomly initialised decoder sized for ``tokenizer`` (same seed → same weights) with the tokenizer."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    if hidden_size // num_attention_heads < 32:
+        raise ValueError(f"head_dim {hidden_size // num_attention_heads} < 32: vLLM's CPU backend cannot run it")
+    config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[
+        model_type
+    ]
+    config = config_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_key_value_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=tie_word_embeddings,
+        rope_theta=rope_theta,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    torch.manual_seed(seed)
+    path = Path(path)
+    model_cls(config).to(torch.float32).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

