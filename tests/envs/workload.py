@@ -1,0 +1,17 @@
+"""Module-level functions for ``TimeoutPool`` tests: spawned workers import them by name."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def slow_identity(value: int, seconds: float) -> int:
+    time.sleep(seconds)
+    return value
+
+
+def crash_or_identity(value: int, crash: bool) -> int:
+    if crash:
+        os._exit(3)
+    return value
