@@ -88,7 +88,9 @@ class TimeoutPool:
             batch = suspects[:1] or remaining
             finished, overdue, crashed = self._run_round(fn, calls, batch, results, timeout)
             culprits = overdue | (crashed if len(crashed) == 1 else set())
-            suspects = [i for i in dict.fromkeys([*suspects, *sorted(crashed - culprits)]) if i not in finished]
+            suspects = [
+                i for i in dict.fromkeys([*suspects, *sorted(crashed)]) if i not in finished and i not in culprits
+            ]
             for index in culprits:
                 cut_off[index] = True
             remaining = [i for i in remaining if i not in finished and i not in culprits]

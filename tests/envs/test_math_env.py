@@ -12,7 +12,7 @@ from ppo.envs.pass_at_k import grouped_pass_at_k, pass_at_k
 from ppo.envs.pool import TimeoutPool
 
 from .bounded import call_bounded
-from .workload import crash_or_identity, slow_identity
+from .workload import crash_or_identity, sleep_or_crash, slow_identity
 
 PATHOLOGICAL = r"\boxed{10^{10^{10}}}"
 
@@ -122,6 +122,16 @@ def test_pool_times_out_only_the_slow_item():
         assert results == [0, -1, 2, 3, 4, 5]
         assert cut_off == [False, True, False, False, False, False]
         assert pool.recycles == 1
+
+
+def test_a_crash_beside_an_innocent_item_blames_only_the_crasher():
+    """Item 0 is in flight when item 1 kills its worker: both are suspects, each reruns alone, and once item 1 has
+    crashed alone it is cut off and never rerun (a regression: it used to stay a suspect and loop for ever)."""
+    with TimeoutPool(2, start_method="forkserver") as pool:
+        calls = [(0, False, 1.0), (1, True, 0.0), (2, False, 0.0), (3, False, 0.0)]
+        results, cut_off = call_bounded(pool.map, sleep_or_crash, calls, timeout=30.0, default=-1, limit=120)
+    assert results == [0, -1, 2, 3]
+    assert cut_off == [False, True, False, False]
 
 
 def test_pool_survives_a_crashing_worker():

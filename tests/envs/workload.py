@@ -15,3 +15,11 @@ def crash_or_identity(value: int, crash: bool) -> int:
     if crash:
         os._exit(3)
     return value
+
+
+def sleep_or_crash(value: int, crash: bool, seconds: float) -> int:
+    """Crashes at once, or sleeps and returns: lets a test crash a worker while a sibling item is in flight."""
+    if crash:
+        os._exit(3)
+    time.sleep(seconds)
+    return value
