@@ -1,27 +1,12 @@
-"""Launch an experiment or a sweep: ``python launch.py experiments/tiny_cpu.py [path=value ...]``.
+"""Launch an experiment: ``python launch.py experiments/tiny_cpu.py [path=value ...] [--dry-run]``.
 
-The launcher (Fiddle graphs, overrides, validation, local / SLURM executors) is the subject of issue 6 and not
-built yet; until then this entry point only checks its argument and says so, with exit code 2 as for any
-command line it cannot run.
+See ``ppo/launch/cli.py`` for the options and ``python launch.py --help``; ``status|logs|cancel RUN_DIR``
+follow a launched run.  Exit status: 0 success, 2 bad command line or config (one line on stderr), 1 job failed.
 """
 
-from __future__ import annotations
-
 import sys
-from pathlib import Path
 
-
-def main(argv: list[str]) -> int:
-    if not argv or argv[0].startswith("-"):
-        print("usage: python launch.py FILE.py [path=value ...]", file=sys.stderr)
-        return 2
-    target = Path(argv[0])
-    if not target.is_file():
-        print(f"launch.py: no such experiment or sweep file: {target}", file=sys.stderr)
-        return 2
-    print(f"launch.py: cannot run {target} yet: the trainer and launcher are not built (issues 5 and 6)", file=sys.stderr)
-    return 2
-
+from ppo.launch.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -91,20 +91,29 @@ class ModelTrainer:
         )
         self.steps_done = 0
 
-    def _set_lr(self) -> float:
-        lr = learning_rate(self.settings, self.steps_done)
+    def _set_lr(self, lr: float | None = None) -> float:
+        lr = learning_rate(self.settings, self.steps_done) if lr is None else lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
+
+    def reset_optimizer_state(self) -> None:
+        """Forget Adam's moments (e.g. after a supervised warm start, before RL at a much smaller learning rate)."""
+        for optimizer in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
+            optimizer.optimizer.state.clear()
+        self.steps_done = 0
 
     def step(
         self,
         microbatches: Sequence[dict],
         loss_fn: Callable[[torch.nn.Module, dict], tuple[torch.Tensor, dict]],
+        *,
+        lr: float | None = None,
     ) -> dict[str, float]:
         """Forward/backward every micro-batch, then one optimizer step; returns the reduced metrics.
 
-        ``loss_fn(module, microbatch) -> (loss, metrics)`` must normalise by global counts.  A non-finite
+        ``loss_fn(module, microbatch) -> (loss, metrics)`` must normalise by global counts; ``lr`` overrides the
+        schedule for this step (the supervised warm start runs at its own rate).  A non-finite
         gradient norm skips the update (``skipped`` = 1 in the metrics) and leaves the parameters unchanged.
         """
         self.ddp.train()
@@ -116,7 +125,7 @@ class ModelTrainer:
             loss.backward()
             pieces.append(metrics)
         self.ddp.finish_grad_sync()
-        lr = self._set_lr()
+        lr = self._set_lr(lr)
         grad_norm, skipped = self._clip_and_update()
         if not skipped:
             self.steps_done += 1

@@ -34,8 +34,8 @@ class SamplingConfig:
         if self.n < 1 or self.max_new_tokens < 1:
             raise ValueError(f"sampling needs n >= 1 and max_new_tokens >= 1, got n={self.n}, "
                              f"max_new_tokens={self.max_new_tokens}")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0 for PPO rollouts (logprobs of samples), got {self.temperature}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy, for validation only), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
 
@@ -114,17 +114,27 @@ class VLLMEngine:
         self.tokenizer = self.llm.get_tokenizer()
         self.asleep = False
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None) -> list[list[Sample]]:
-        """``n`` samples per prompt (token-id prompts), each with its sampled-token logprobs and finish reason."""
+    def generate(
+        self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None
+    ) -> list[list[Sample]]:
+        """``n`` samples per prompt (token-id prompts), each with its sampled-token logprobs and finish reason.
+
+        With ``seed`` the samples depend only on (seed, prompt, weights): prompt i uses ``seed + i·n`` and its
+        samples ``+ 0 … n−1``, so a resumed run regenerates exactly what an uninterrupted one would.
+        """
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         s = sampling or self.cfg.sampling
-        params = SamplingParams(
-            n=s.n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_new_tokens,
-            stop=list(s.stop) or None, stop_token_ids=list(s.stop_token_ids) or None, logprobs=0,
-        )
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        def params(i: int) -> SamplingParams:
+            return SamplingParams(
+                n=s.n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_new_tokens,
+                stop=list(s.stop) or None, stop_token_ids=list(s.stop_token_ids) or None, logprobs=0,
+                seed=None if seed is None else seed + i * s.n,
+            )
+
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts],
+                                    [params(i) for i in range(len(prompts))], use_tqdm=False)
         return [
             [
                 Sample(

@@ -14,8 +14,8 @@ class GenerationWorker:
         self.engine = cfg.build()
         self.tokenizer = self.engine.tokenizer
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None):
-        return self.engine.generate(prompts, sampling)
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None):
+        return self.engine.generate(prompts, sampling, seed)
 
     def refit(self, weights: dict) -> dict[str, float]:
         return self.engine.refit(weights.items())
