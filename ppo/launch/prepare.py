@@ -1,0 +1,145 @@
+"""From an experiment file and a command line to a validated experiment, before anything is created or submitted.
+
+The order, each step a one-line :class:`ConfigError` on failure:
+
+1. import the file (``SWEEP`` files refused for now), check ``NIGHTLY``, call ``config()``;
+2. ``--executor`` (replaces the graph's ``executor`` unless it is already of that kind), fiddlers in the order
+   given, ``--name``, overrides in the order given; every change is recorded for the dry-run markers;
+3. no argument left unset without a default; the graph stores as JSON and loads back;
+4. ``fdl.build`` (errors name the config path that failed to build);
+5. the built object has ``name``, ``executor``, ``seed``, ``validate``, ``resource_plan``, ``run``; its
+   ``validate()`` and the executor's pass; ``resource_plan()`` is a list of dicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import fiddle as fdl
+
+from ppo.config import overrides as ov
+from ppo.config.errors import ConfigError
+from ppo.config.loading import ExperimentFile, describe, load_experiment
+from ppo.config.paths import is_node, locate, required_unset
+from ppo.config.printing import EditLog
+from ppo.config.serialization import from_json, to_json
+from ppo.launch.executors import EXECUTORS, LocalExecutor
+
+PROTOCOL = ("name", "executor", "seed", "validate", "resource_plan", "run")
+
+
+@dataclasses.dataclass
+class Request:
+    """What the command line asks for (everything but the output options)."""
+
+    file: str
+    overrides: list[str] = dataclasses.field(default_factory=list)
+    fiddlers: list[str] = dataclasses.field(default_factory=list)
+    executor: str | None = None
+    name: str | None = None
+
+
+@dataclasses.dataclass
+class Prepared:
+    request: Request
+    file: ExperimentFile
+    cfg: fdl.Buildable
+    edits: EditLog
+    experiment: Any
+    executor: Any
+    plan: list[dict]
+    config_json: str
+
+    @property
+    def name(self) -> str:
+        return str(self.experiment.name)
+
+
+def prepare(request: Request) -> Prepared:
+    file = load_experiment(request.file)
+    file.nightly  # noqa: B018 - validates the NIGHTLY block
+    cfg = file.config()
+    edits = EditLog(cfg)
+    if request.executor:
+        edits.apply(f"--executor {request.executor}", lambda: _select_executor(cfg, request.executor))
+    for name in request.fiddlers:
+        edits.apply(f"--fiddler {name}", lambda name=name: file.apply_fiddler(cfg, name))
+    if request.name is not None:
+        edits.apply("--name", lambda: ov.apply_override(cfg, ov.Override("name", request.name, f"name={request.name}")))
+    for text in request.overrides:
+        edits.apply(f"override {text}", lambda text=text: _apply_override(file, cfg, text))
+    missing = required_unset(cfg)
+    if missing:
+        raise ConfigError(f"config path '{missing[0]}' is required but unset; set it in config() or on the command "
+                          f"line ({missing[0]}=...)")
+    config_json = to_json(cfg)
+    from_json(config_json)
+    experiment = build(cfg)
+    _check_protocol(experiment, file.path)
+    executor = experiment.executor if experiment.executor is not None else LocalExecutor()
+    if not isinstance(executor, tuple(EXECUTORS.values())):
+        raise ConfigError(f"executor must be one of LocalExecutor, DebugExecutor, SlurmExecutor "
+                          f"(ppo.launch), got {type(executor).__name__}")
+    _call_check(experiment.validate, "validation")
+    executor.validate()
+    plan = _call_check(experiment.resource_plan, "resource_plan()")
+    if not isinstance(plan, list) or not all(isinstance(g, dict) for g in plan):
+        raise ConfigError(f"resource_plan() must return a list of dicts, got {type(plan).__name__}")
+    return Prepared(request, file, cfg, edits, experiment, executor, plan, config_json)
+
+
+def _apply_override(file: ExperimentFile, cfg: fdl.Buildable, text: str) -> None:
+    try:
+        ov.apply_override(cfg, text)
+    except ConfigError as err:
+        path, _, raw = text.partition("=")
+        if "swap components with a fiddler" in str(err) and raw.strip() in file.fiddler_names():
+            raise ConfigError(f"{path} cannot be set to a component from the command line; {raw.strip()} is a "
+                              f"fiddler of {file.path}: use --fiddler {raw.strip()}") from None
+        raise
+
+
+def _select_executor(cfg: fdl.Buildable, kind: str) -> None:
+    if kind not in EXECUTORS:
+        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got '{kind}'")
+    try:
+        slot = locate(cfg, "executor")
+    except ConfigError:
+        raise ConfigError("--executor needs an 'executor' argument at the root of the config") from None
+    current = slot.current
+    if is_node(current) and fdl.get_callable(current) is EXECUTORS[kind]:
+        return
+    slot.set(fdl.Config(EXECUTORS[kind]))
+
+
+def build(cfg: fdl.Buildable) -> Any:
+    try:
+        return fdl.build(cfg)
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever a constructor raises is a configuration problem here
+        match = re.search(r"failed to construct or call (\S+) at <root>\.?(\S*) with", str(err))
+        where = f"config path '{match.group(2)}' ({match.group(1)})" if match and match.group(2) else (
+            f"the root ({match.group(1)})" if match else "the config")
+        raise ConfigError(f"building {where} failed: {describe(err)}") from None
+
+
+def _check_protocol(experiment: Any, path: Path) -> None:
+    missing = [attr for attr in PROTOCOL if not hasattr(experiment, attr)]
+    if missing:
+        raise ConfigError(f"{path}: config() builds a {type(experiment).__name__}, which lacks "
+                          f"{', '.join(missing)} (an experiment needs {', '.join(PROTOCOL)})")
+
+
+def _call_check(fn, what: str) -> Any:
+    try:
+        return fn()
+    except ConfigError:
+        raise
+    except ValueError as err:
+        raise ConfigError(str(err) or f"{what} failed: {type(err).__name__}") from None
+    except Exception as err:  # noqa: BLE001
+        raise ConfigError(f"{what} raised {describe(err)}") from None

@@ -1,0 +1,56 @@
+"""What ``--dry-run`` prints: the flattened config with what changed, the resource plan, the executor, the sbatch."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ppo.config.printing import flattened_text
+from ppo.launch.executors import SlurmExecutor
+from ppo.launch.prepare import Prepared
+
+
+def plan_table(plan: list[dict]) -> str:
+    """The resource plan as an aligned table, columns in order of first appearance."""
+    if not plan:
+        return "(empty)"
+    columns: list[str] = []
+    for group in plan:
+        columns += [k for k in group if k not in columns]
+    rows = [columns] + [[_cell(group.get(c, "")) for c in columns] for group in plan]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def _cell(value) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+def executor_line(executor) -> str:
+    fields = ", ".join(f"{f.name}={getattr(executor, f.name)!r}" for f in dataclasses.fields(executor)
+                       if getattr(executor, f.name) not in (None, (), {}, False))
+    return f"{type(executor).__name__}({fields})"
+
+
+def dry_run_text(prepared: Prepared, run_dir: Path, sbatch: str | None) -> str:
+    request = prepared.request
+    changes = prepared.edits.changes()
+    parts = [
+        f"experiment: {prepared.file.path} ({prepared.file.module_name}.config)",
+        f"fiddlers:   {' '.join(request.fiddlers) or '-'}",
+        f"overrides:  {' '.join(request.overrides) or '-'}",
+        f"changed:    {len(changes)} path(s), marked '# <-' below",
+        "",
+        "== config",
+        flattened_text(prepared.cfg, prepared.edits.marks()),
+        "",
+        "== resource plan",
+        plan_table(prepared.plan),
+        "",
+        "== executor",
+        executor_line(prepared.executor),
+        f"run directory: {run_dir} (not created by --dry-run)",
+    ]
+    if isinstance(prepared.executor, SlurmExecutor) and sbatch is not None:
+        parts += ["", "== sbatch script", sbatch.rstrip("\n")]
+    return "\n".join(parts) + "\n"

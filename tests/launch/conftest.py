@@ -1,0 +1,23 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import submitit  # noqa: F401 - importing it runs logging.config.dictConfig, which closes every logging handler
+# that exists then; import it before any test captures output, or pytest's capture files get closed mid-test.
+
+REPO = Path(__file__).resolve().parents[2]
+TOY = REPO / "tests" / "launch" / "recipes" / "toy.py"
+
+
+def run_launch(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
+    """``python launch.py ARGS`` in a subprocess: (returncode, stdout, stderr)."""
+    result = subprocess.run([sys.executable, str(REPO / "launch.py"), *args], cwd=cwd or REPO, capture_output=True,
+                            text=True, timeout=timeout, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    return result.returncode, result.stdout, result.stderr
+
+
+@pytest.fixture
+def toy() -> Path:
+    return TOY

@@ -1,0 +1,170 @@
+import json
+import os
+import subprocess
+import sys
+
+import fiddle as fdl
+import pytest
+
+from ppo.config import diff, from_json
+from ppo.launch import cli, rundir
+from ppo.launch.job import load_stored_config
+from ppo.metrics import read_records
+from tests.launch.conftest import REPO, run_launch
+
+
+def test_dry_run_prints_config_changes_plan_and_sbatch_and_creates_nothing(toy, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    rc = cli.main([str(toy), "--dry-run", "--fiddler", "on_slurm", "optimizer.lr=5e-7", "tag:Seed=3"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "optimizer.lr = 5e-07  # <- override optimizer.lr=5e-7 (was 2e-05)" in out
+    assert "seed = 3  # tag Seed  # <- override tag:Seed=3 (was 0)" in out
+    assert "data.seed = 3  # tag Seed  # <- override tag:Seed=3 (was 0)" in out
+    assert "executor = Config[SlurmExecutor]  # <- --fiddler on_slurm (was Config[LocalExecutor])" in out
+    assert "group       gpus  tensor  pipeline  context" in out and "policy      64    4       1         2" in out
+    assert "#SBATCH --nodes=8" in out and "-m submitit.core._submit" in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dry_run_of_a_local_run_has_no_sbatch(toy, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([str(toy), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "LocalExecutor()" in out and "#SBATCH" not in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_validation_exits_2_with_one_line_and_leaves_no_run_dir(toy, tmp_path):
+    rc, out, err = run_launch(str(toy), "steps=0", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    assert rc == 2 and out == ""
+    assert err == "launch.py: steps must be >= 1, got 0 (set steps=...)\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_local_run_end_to_end(toy, tmp_path):
+    rc, out, err = run_launch(str(toy), "steps=4", "optimizer.lr=0.5", "--fiddler", "big_lr", "--name", "e2e",
+                              cwd=tmp_path)
+    assert rc == 0, err
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 1 and runs[0].name.startswith("e2e-")
+    run_dir = runs[0]
+    assert f"run directory: {run_dir}" in out
+    records = read_records(run_dir / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 3] and records[0]["train/lr"] == 0.5
+    for name in ("config.json", "config.txt", "overrides.txt", "command.txt", "experiment.py", "git.txt",
+                 "versions.json", "launch.json", "job.json", "status.json", "job.log"):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "overrides.txt").read_text() == "--fiddler big_lr\n--name e2e\nsteps=4\noptimizer.lr=0.5\n"
+    assert "optimizer.lr = 0.5  # <- override optimizer.lr=0.5 (was 2e-05)" in (run_dir / "config.txt").read_text()
+    assert "steps=4" in (run_dir / "command.txt").read_text()
+    versions = json.loads((run_dir / "versions.json").read_text())
+    assert {"python", "torch", "vllm", "megatron-core", "ray", "fiddle", "submitit", "transformers"} <= set(versions)
+    assert versions["fiddle"] == "0.3.1"
+    git = (run_dir / "git.txt").read_text()
+    assert git.startswith("commit ") or git == "not a git checkout\n"
+    assert (run_dir / "git.diff").exists() == ("dirty true" in git)
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "COMPLETED"
+    stored = load_stored_config(run_dir)
+    assert isinstance(stored, fdl.Config) and stored.name == "e2e" and stored.optimizer.lr == 0.5
+    assert diff(stored, from_json((run_dir / "config.json").read_text())) == []
+    assert run_launch("status", str(run_dir))[:2] == (0, f"{run_dir}: local job (pid "
+                                                         f"{json.loads((run_dir / 'job.json').read_text())['pid']}) "
+                                                         f"COMPLETED\n")
+    rc, logs, _ = run_launch("logs", str(run_dir))
+    assert rc == 0 and str(run_dir / "job.log") in logs
+
+
+def test_a_failing_local_job_exits_1_and_status_says_why(toy, tmp_path):
+    run_dir = tmp_path / "failing"
+    rc, out, err = run_launch(str(toy), "mode=fail", "--run-dir", str(run_dir), cwd=tmp_path)
+    assert rc == 1
+    assert err.splitlines()[-1].startswith("launch.py: the job failed (exit 1)")
+    assert "RuntimeError: toy failure at step 2" in out
+    rc, out, _ = run_launch("status", str(run_dir))
+    assert rc == 1 and out.endswith("FAILED: RuntimeError: toy failure at step 2\n")
+    assert len(read_records(run_dir / "metrics.jsonl")) == 2
+
+
+def test_a_stopped_local_run_resumes_with_the_job_module(toy, tmp_path):
+    run_dir = tmp_path / "resume"
+    assert run_launch(str(toy), "--run-dir", str(run_dir), cwd=tmp_path)[0] == 0
+    again = subprocess.run([sys.executable, "-m", "ppo.launch.job", str(run_dir)], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert len(read_records(run_dir / "metrics.jsonl")) == 6
+    assert json.loads((run_dir / "status.json").read_text())["attempt"] == 2
+
+
+def test_debug_executor_runs_in_process(toy, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert cli.main([str(toy), "--executor", "debug", "--run-dir", "dbg", "steps=2"]) == 0
+    assert len(read_records(tmp_path / "dbg" / "metrics.jsonl")) == 2
+    assert json.loads((tmp_path / "dbg" / "job.json").read_text()) == {"executor": "debug", "pid": os.getpid()}
+    assert cli.main([str(toy), "--executor", "debug", "--run-dir", "dbg2", "mode=fail"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: toy failure at step 2" in err
+
+
+def test_run_dir_must_be_new_or_empty(toy, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "x").write_text("")
+    assert cli.main([str(toy), "--run-dir", "taken"]) == 2
+    assert "already exists and is not empty" in capsys.readouterr().err
+
+
+def _git_repo(path, dirty: bool):
+    def git(*args):
+        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
+
+    path.mkdir()
+    git("init", "-q")
+    (path / "f.txt").write_text("a\n")
+    git("add", "f.txt")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init")
+    if dirty:
+        (path / "f.txt").write_text("b\n")
+    return path
+
+
+def test_git_state_records_commit_and_diff(tmp_path):
+    clean = rundir.git_state(_git_repo(tmp_path / "clean", dirty=False))
+    dirty = rundir.git_state(_git_repo(tmp_path / "dirty", dirty=True))
+    assert clean.commit and not clean.dirty and clean.diff == ""
+    assert dirty.dirty and "-a\n+b" in dirty.diff
+    assert rundir.git_state(tmp_path).commit is None
+
+
+def test_slurm_submission_refuses_a_dirty_tree_and_asks_for_confirmation(toy, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(rundir, "REPO_ROOT", _git_repo(tmp_path / "dirty", dirty=True))
+    argv = [str(toy), "--executor", "slurm", "--run-dir", "r"]
+    assert cli.main(argv) == 2
+    assert "has uncommitted changes; commit them or pass --allow-dirty" in capsys.readouterr().err
+    assert cli.main(argv + ["--allow-dirty"]) == 2
+    assert "needs confirmation: pass --yes" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_graph_source_is_written(toy, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([str(toy), "--dry-run", "--graph", "g.dot"]) == 0
+    assert (tmp_path / "g.dot").read_text().startswith(("digraph", "graph"))
+
+
+@pytest.mark.parametrize("command", ["status", "logs", "cancel"])
+def test_run_commands_refuse_what_is_not_a_run_dir(command, tmp_path, capsys):
+    assert cli.main([command, str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"launch.py: {tmp_path} is not a run directory (no launch.json)\n"
+
+
+def test_dry_run_does_not_import_torch(toy):
+    code = (f"import sys; from ppo.launch.cli import main; rc = main([{str(toy)!r}, '--dry-run', '--fiddler', "
+            f"'on_slurm']); heavy = sorted(m for m in ('torch', 'vllm', 'megatron') if m in sys.modules); "
+            f"print('heavy', heavy); sys.exit(rc)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("heavy []")
