@@ -17,6 +17,38 @@ from ppo.models.training import ModelTrainer
 PARTIAL_SUFFIX = ".partial"
 
 
+def _materialize_optimizer_state(trainer: ModelTrainer) -> None:
+    """Give every parameter without optimizer state the state a fresh Adam would create on its first step.
+
+    An optimizer that has not stepped yet (a policy during critic warmup, or one whose state was reset after the warm
+    start) has no state, and Megatron then saves none; loading expects it and fails.  Zeros with ``step = 0`` are
+    exactly what ``torch.optim.Adam`` initialises lazily, so training continues identically.  (Megatron drops a
+    zero step when saving — ``if step:`` — so ``_restore_zero_step`` puts it back on load.)
+    """
+    for chained in getattr(trainer.optimizer, "chained_optimizers", [trainer.optimizer]):
+        optimizer = chained.optimizer
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                if len(optimizer.state[param]) == 0:
+                    optimizer.state[param]["step"] = torch.zeros((), dtype=torch.float32)
+                    optimizer.state[param]["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                    optimizer.state[param]["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+
+
+def _restore_zero_step(optimizer_state) -> None:
+    """Add ``common_step = 0`` to every optimizer state dict saved without one (see above)."""
+    if isinstance(optimizer_state, dict):
+        state = optimizer_state.get("state")
+        if isinstance(state, dict) and "param_groups" in optimizer_state and state and "common_step" not in state:
+            state["common_step"] = torch.zeros((), dtype=torch.float32)
+        for value in optimizer_state.values():
+            if isinstance(value, (dict, list)):
+                _restore_zero_step(value)
+    elif isinstance(optimizer_state, list):
+        for value in optimizer_state:
+            _restore_zero_step(value)
+
+
 def _sharded_state(trainer: ModelTrainer, *, is_loading: bool) -> dict:
     model_state = trainer.module.sharded_state_dict()
     return {
@@ -44,6 +76,7 @@ def save_checkpoint(trainer: ModelTrainer, path: str | Path) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
     _barrier()
+    _materialize_optimizer_state(trainer)
     state = _sharded_state(trainer, is_loading=False)
     state["steps_done"] = trainer.steps_done
     dist_checkpointing.save(state, str(partial))
@@ -67,5 +100,6 @@ def load_checkpoint(trainer: ModelTrainer, path: str | Path) -> None:
     state["steps_done"] = 0
     loaded = dist_checkpointing.load(state, str(path))
     trainer.module.load_state_dict(loaded["model"])
+    _restore_zero_step(loaded["optimizer"])
     trainer.optimizer.load_state_dict(loaded["optimizer"])
     trainer.steps_done = int(loaded["steps_done"])

@@ -1,11 +1,12 @@
-"""Parallel layout (tensor / pipeline / context parallel, sequence parallel) and its process-group setup."""
+"""Parallel layout (tensor / pipeline / context parallel, sequence parallel) and its process-group setup.
+
+``ParallelConfig`` is an experiment component, so torch is imported only by :func:`initialize`.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
-import torch
 
 
 class ParallelLayoutError(ValueError):
@@ -65,6 +66,8 @@ def initialize(parallel: ParallelConfig, *, seed: int = 0) -> None:
     Expects ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` (torchrun, Ray workers or a test harness);
     a lone process with none of them becomes a world of one on 127.0.0.1.
     """
+    import torch
+
     from ppo.models.cpu_compat import apply_if_needed
 
     apply_if_needed()

@@ -9,45 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
 from ppo.algorithms.metrics import reduce_microbatch_metrics
-
-SCHEDULES = ("constant", "cosine", "linear")
-
-
-@dataclass
-class OptimizerSettings:
-    lr: float = 1e-6
-    min_lr: float = 0.0
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-8
-    clip_grad: float = 1.0
-    warmup_steps: int = 0
-    schedule: str = "constant"
-    decay_steps: int = 1000
-    distributed_optimizer: bool | None = None  # default: on with CUDA (sharded optimizer state), off on CPU
-
-    def __post_init__(self):
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.lr <= 0 or self.min_lr < 0 or self.min_lr > self.lr:
-            raise ValueError(f"need 0 <= min_lr <= lr and lr > 0, got lr={self.lr}, min_lr={self.min_lr}")
-
-
-def learning_rate(settings: OptimizerSettings, step: int) -> float:
-    """Linear warmup to ``lr`` over ``warmup_steps``, then constant, cosine or linear decay to ``min_lr``."""
-    if step < settings.warmup_steps:
-        return settings.lr * (step + 1) / settings.warmup_steps
-    if settings.schedule == "constant":
-        return settings.lr
-    progress = min(1.0, (step - settings.warmup_steps) / max(1, settings.decay_steps - settings.warmup_steps))
-    shape = 0.5 * (1 + math.cos(math.pi * progress)) if settings.schedule == "cosine" else 1 - progress
-    return settings.min_lr + (settings.lr - settings.min_lr) * shape
+from ppo.models.optim import SCHEDULES, OptimizerSettings, learning_rate  # noqa: F401 - their import path too
 
 
 class ModelTrainer:
@@ -90,12 +56,33 @@ class ModelTrainer:
             [self.ddp],
         )
         self.steps_done = 0
+        self.offloaded = False
 
     def _set_lr(self, lr: float | None = None) -> float:
         lr = learning_rate(self.settings, self.steps_done) if lr is None else lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
+
+    def offload(self) -> None:
+        """Move parameters and optimizer state to host memory and free the gradients, so that a colocated vLLM
+        engine can use the GPU memory; a no-op on CPU.  ``onload`` undoes it (gradients come back zeroed)."""
+        if not torch.cuda.is_available() or self.offloaded:
+            return
+        for buffer in self.ddp.buffers + self.ddp.expert_parallel_buffers:
+            buffer.offload_to_cpu(move_params=True, move_grads=True)
+        self.optimizer.offload_to_cpu()
+        torch.cuda.empty_cache()
+        self.offloaded = True
+
+    def onload(self) -> None:
+        if not self.offloaded:
+            return
+        for buffer in self.ddp.buffers + self.ddp.expert_parallel_buffers:
+            buffer.reload_from_cpu(move_params=True, move_grads=True)
+        self.optimizer.restore_from_cpu()
+        torch.cuda.synchronize()
+        self.offloaded = False
 
     def reset_optimizer_state(self) -> None:
         """Forget Adam's moments (e.g. after a supervised warm start, before RL at a much smaller learning rate)."""

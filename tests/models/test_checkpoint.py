@@ -48,6 +48,34 @@ def test_resume_is_bit_identical(megatron_world, tmp_path):
         assert torch.equal(a, b), name
 
 
+@pytest.mark.parametrize("history", ["never_stepped", "reset_after_steps"])
+def test_an_optimizer_without_state_saves_and_resumes(megatron_world, tmp_path, history):
+    """A policy saved during critic warmup has an empty Adam state (never stepped, or reset after the warm start);
+    its checkpoint must load, and the next step must equal that of the model that was never saved."""
+    hf = make_hf_model("qwen2", tied=False, seed=22)
+    arch = Architecture.from_hf_config(hf.config.to_dict())
+    batches = [critic_batch(arch.vocab_size, seed=s) for s in range(3)]
+    step = lambda trainer, b: trainer.step([b], critic_loss(b, b["mask"].sum()))  # noqa: E731
+
+    def prepared():
+        trainer = fresh_critic(hf, arch)
+        if history == "reset_after_steps":
+            step(trainer, batches[0])
+            trainer.reset_optimizer_state()
+        return trainer
+
+    straight = prepared()
+    saved = prepared()
+    save_checkpoint(saved, tmp_path / "ckpt")
+    resumed = fresh_critic(hf, arch)
+    load_checkpoint(resumed, tmp_path / "ckpt")
+    for b in batches[1:]:
+        step(straight, b)
+        step(resumed, b)
+    for (name, a), (_, b) in zip(straight.module.named_parameters(), resumed.module.named_parameters()):
+        assert torch.equal(a, b), name
+
+
 def test_partial_checkpoint_is_refused(megatron_world, tmp_path):
     (tmp_path / "ckpt.partial").mkdir()
     with pytest.raises(FileNotFoundError, match="no complete checkpoint"):
