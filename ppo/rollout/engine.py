@@ -7,6 +7,9 @@
 
 Logprobs are those of the sampled tokens under the temperature-scaled distribution (``processed_logprobs``):
 the ``logp_gen`` of the importance-sampling correction and of ``train/token_mult_prob_error``.
+
+``SamplingConfig`` and ``VLLMGeneration`` are experiment components, so torch and vLLM are imported only where the
+engine runs.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -92,6 +97,7 @@ class VLLMEngine:
         if cfg.tensor_parallel_size == 1:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # refit sends a function to the workers
+        import torch
         from vllm import LLM
 
         self.cfg = cfg
@@ -110,6 +116,11 @@ class VLLMEngine:
             kwargs["kv_cache_memory_bytes"] = cfg.kv_cache_bytes
         elif not torch.cuda.is_available():
             kwargs["kv_cache_memory_bytes"] = 64 << 20
+        if not torch.cuda.is_available():
+            # A prompt prefilled in chunks has its sampled token discarded, and for a seeded request vLLM then
+            # rewinds the generator's offset, which CPU generators do not support ("CPU Generator does not use
+            # offset").  Whole-prompt prefills avoid that path; the batch budget must then hold the longest prompt.
+            kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(cfg.max_model_len, 8192))
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.asleep = False
@@ -171,6 +182,8 @@ class VLLMEngine:
 
     def sleep(self) -> None:
         """Free the engine's GPU memory (weights and KV cache) for a colocated trainer; a no-op on CPU."""
+        import torch
+
         if torch.cuda.is_available() and not self.asleep:
             self.llm.sleep(level=1)
             self.asleep = True

