@@ -1,0 +1,181 @@
+"""An experiment: the components of a PPO run, assembled by an experiment file's Fiddle graph.
+
+``experiments/<recipe>.py`` returns ``fdl.Config(Experiment, ...)``; the launcher validates the built object, plans
+its resources, and calls ``run(run_dir)`` in the driver process (locally or on SLURM node 0).  This module is
+plain Python: Fiddle stays in ``ppo/config`` and ``ppo/launch``.  It imports no torch: the components are plain
+dataclasses, and the trainer is imported by :meth:`Experiment.run`, so a dry run costs no more than the config.
+
+Checks, before anything is launched:
+
+- :meth:`Experiment.validate`: the settings (ranges, batch divisibility, loss options, micro-batch budgets, parallel
+  layouts against the executor's ``nodes × gpus_per_node`` when it declares GPUs).
+- :meth:`Experiment.missing_paths`: the input files (model checkpoint, data) that are not on this machine.  The
+  launcher requires them where the run will read them from this machine's filesystem (see
+  :func:`ppo.launch.prepare.paths_required`); :meth:`run` checks them again where the job runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ppo.algorithms.estimators import GAE
+from ppo.algorithms.options import KL_KINDS, check_loss_options
+from ppo.rollout.engine import VLLMGeneration
+from ppo.trainer_settings import PPOSettings, RewardShaping
+from ppo.workers.specs import MegatronCritic, MegatronPolicy
+
+
+class ExperimentError(ValueError):
+    """A configuration that cannot run; the message is one line naming the field and the fix."""
+
+
+@dataclass
+class Experiment:
+    name: str
+    model: Any  # ppo.models.sources.HFCheckpoint | TinyRandomModel
+    task: Any  # ppo.tasks.ArithmeticTaskSpec | GSM8KTaskSpec | DAPOMathTaskSpec
+    policy: MegatronPolicy = field(default_factory=MegatronPolicy)
+    critic: MegatronCritic = field(default_factory=MegatronCritic)
+    generation: VLLMGeneration = field(default_factory=lambda: VLLMGeneration(model_path=""))
+    advantage: Any = field(default_factory=GAE)
+    reward_shaping: RewardShaping = field(default_factory=RewardShaping)
+    trainer: PPOSettings = field(default_factory=PPOSettings)
+    executor: Any = None  # ppo.launch executors; None runs locally
+    seed: int = 0
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs per node the executor declares (0: not declared, e.g. a local run)."""
+        return self.executor.gpus_per_node if self.executor is not None else 0
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole job: the executor's ``nodes × gpus_per_node`` (0: not declared)."""
+        return self.executor.nodes * self.gpus_per_node if self.executor is not None else 0
+
+    def generation_for(self, model_path: Path) -> VLLMGeneration:
+        """The engine settings pointed at the run's initial model (the graph may leave ``model_path`` empty)."""
+        return dataclasses.replace(self.generation, model_path=str(model_path), seed=self.seed)
+
+    def validate(self) -> None:
+        """Raise ``ExperimentError`` (one line) for settings that cannot run, before anything is launched."""
+        def check(condition: bool, message: str) -> None:
+            if not condition:
+                raise ExperimentError(message)
+
+        for name, part in [("model", self.model), ("task", self.task), ("trainer", self.trainer)]:
+            try:
+                part.validate()
+            except (ValueError, FileNotFoundError) as err:
+                raise ExperimentError(f"{name}: {err}") from None
+        sampling = self.generation.sampling
+        check(sampling.temperature > 0, "generation.sampling.temperature must be > 0 for PPO rollouts")
+        check(sampling.top_p == 1.0 and sampling.top_k == 0,
+              "generation.sampling.top_p/top_k must be off (1.0/0) for PPO rollouts: vLLM's logprobs are renormalised "
+              "after the filter but the trainer's recomputed logprobs are not, which biases the ratio")
+        check(self.generation.max_model_len >= sampling.max_new_tokens,
+              f"generation.max_model_len={self.generation.max_model_len} < sampling.max_new_tokens="
+              f"{sampling.max_new_tokens}")
+        longest = self.generation.max_model_len  # prompt + response never exceed the engine's context
+        for group, spec in self._model_groups():
+            check(spec.micro_batch_tokens >= longest,
+                  f"{group}.micro_batch_tokens={spec.micro_batch_tokens} cannot hold one sample of up to "
+                  f"generation.max_model_len={longest} tokens")
+        self._validate_losses()
+        self._validate_layouts()
+        trainer = self.trainer
+        batch = trainer.prompts_per_step * trainer.generations_per_prompt
+        check(batch % trainer.num_minibatches == 0,
+              f"trainer.num_minibatches={trainer.num_minibatches} does not divide the batch of {batch} samples")
+        if self.advantage.needs_critic is False and trainer.policy_training_start_step > 0:
+            raise ExperimentError("trainer.policy_training_start_step > 0 (critic warmup) needs a critic-based "
+                                  "estimator such as GAE")
+        check(not trainer.dynamic_sampling or trainer.generations_per_prompt >= 2,
+              "trainer.dynamic_sampling keeps prompt groups whose rewards differ, so it needs "
+              "trainer.generations_per_prompt >= 2")
+        shaping = self.reward_shaping
+        check(not shaping.overlong_buffer or 0 < shaping.overlong_buffer <= sampling.max_new_tokens,
+              f"reward_shaping.overlong_buffer={shaping.overlong_buffer} must be in (0, "
+              f"generation.sampling.max_new_tokens={sampling.max_new_tokens}]")
+        check(not shaping.scale or shaping.source_max > shaping.source_min,
+              f"reward_shaping.source_max={shaping.source_max} must exceed source_min={shaping.source_min}")
+
+    def _model_groups(self) -> list[tuple[str, Any]]:
+        """The Megatron worker groups this run builds: the policy, and the critic when the estimator needs one."""
+        return [("policy", self.policy)] + ([("critic", self.critic)] if self.advantage.needs_critic else [])
+
+    def _validate_losses(self) -> None:
+        loss = self.policy.loss
+        try:
+            check_loss_options(loss.aggregation, loss.ratio_level, loss.is_correction, loss.clip_low,
+                               loss.clip_high, loss.dual_clip_c)
+        except ValueError as err:
+            raise ExperimentError(f"policy.loss: {err}") from None
+        if loss.kl_kind not in KL_KINDS:
+            raise ExperimentError(f"policy.loss.kl_kind must be one of {', '.join(KL_KINDS)}, got {loss.kl_kind!r}")
+        if loss.kl_coef > 0 and self.trainer.kl_in_reward_coef > 0:
+            raise ExperimentError("KL is on twice: set either policy.loss.kl_coef (a loss term) or "
+                                  "trainer.kl_in_reward_coef (in the reward), not both")
+
+    def _validate_layouts(self) -> None:
+        """Parallel layouts against the job's GPUs, when the executor declares them (a SLURM job does)."""
+        if self.policy.parallel.pipeline != 1 or self.critic.parallel.pipeline != 1:
+            raise ExperimentError("pipeline parallelism is not supported by the PPO workers yet: set "
+                                  "parallel.pipeline=1")
+        gpus, per_node = self.gpus, self.gpus_per_node
+        if not gpus:
+            return
+        for group, spec in self._model_groups():
+            try:
+                spec.parallel.validate(gpus, for_launch_here=False)
+            except ValueError as err:
+                raise ExperimentError(f"{group}.parallel: {err}") from None
+            if spec.parallel.tensor > per_node:
+                raise ExperimentError(f"{group}.parallel.tensor={spec.parallel.tensor} spans nodes: tensor "
+                                      f"parallelism must fit in one node of executor.gpus_per_node={per_node}")
+        tp = self.generation.tensor_parallel_size
+        if tp < 1 or per_node % tp:
+            raise ExperimentError(f"generation.tensor_parallel_size={tp} does not divide "
+                                  f"executor.gpus_per_node={per_node}")
+
+    def missing_paths(self) -> list[str]:
+        """The input files the run reads that are not on this machine, one line each (``model: ...``).
+
+        A component that reads files says which are missing with its own ``missing_paths()``.
+        """
+        problems = []
+        for name, part in [("model", self.model), ("task", self.task)]:
+            problems += [f"{name}: {line}" for line in getattr(part, "missing_paths", list)()]
+        critic_path = self.critic.model_path
+        if self.advantage.needs_critic and critic_path and not (Path(critic_path) / "config.json").is_file():
+            problems.append(f"critic.model_path: {critic_path} has no config.json (a local HF checkpoint "
+                            f"directory is needed)")
+        return problems
+
+    def check_paths(self) -> None:
+        """Raise ``ExperimentError`` naming the first missing input (and how many more there are)."""
+        problems = self.missing_paths()
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise ExperimentError(problems[0] + more)
+
+    def resource_plan(self) -> list[dict]:
+        """Worker groups and what they hold, for dry runs (colocated on the same GPUs)."""
+        plan = [{"group": "policy", "processes": self.policy.parallel.model_parallel_size,
+                 **dataclasses.asdict(self.policy.parallel)}]
+        if self.advantage.needs_critic:
+            plan.append({"group": "critic", "processes": self.critic.parallel.model_parallel_size,
+                         **dataclasses.asdict(self.critic.parallel)})
+        plan.append({"group": "generation", "processes": self.generation.tensor_parallel_size,
+                     "tensor": self.generation.tensor_parallel_size})
+        return plan
+
+    def run(self, run_dir: Path) -> None:
+        """Train in ``run_dir`` (resuming from its latest checkpoint), after checking the inputs are here."""
+        self.check_paths()
+        from ppo.trainer import PPOTrainer
+
+        PPOTrainer(self, Path(run_dir)).run()

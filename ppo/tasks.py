@@ -1,0 +1,147 @@
+"""Training tasks as experiment components: which records, which prompt template, which tokenizer for new models.
+
+A task gives the trainer train and validation records (``ppo.data.Record``), the prompt template, and — for
+models the run creates itself (``ppo.models.sources.TinyRandomModel``) — the tokenizer to build.
+
+``validate()`` checks the settings alone; ``missing_paths()`` lists the data files that are not on this machine, one
+line each (a GPU recipe's files live on the cluster; see ``Experiment.missing_paths``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ppo.data import DAPO_MATH_TEMPLATE, ArithmeticTask, PromptTemplate, load_aime2024, load_dapo_math, load_gsm8k
+from ppo.data.records import Record
+
+
+@dataclass
+class ArithmeticTaskSpec:
+    """The synthetic CPU task (``12+34=`` → ``46``), a character tokenizer, answers graded by the math verifier."""
+
+    digits: int = 2
+    num_operands: int = 2
+    operations: str = "+"
+    train_size: int = 8000
+    val_size: int = 256
+    seed: int = 0
+
+    def _task(self) -> ArithmeticTask:
+        return ArithmeticTask(digits=self.digits, num_operands=self.num_operands, operations=self.operations)
+
+    def train_records(self):
+        return self._task().generate("train", self.train_size, seed=self.seed)
+
+    def val_records(self):
+        return self._task().generate("heldout", self.val_size, seed=self.seed)
+
+    def template(self) -> PromptTemplate:
+        return PromptTemplate("{prompt}")
+
+    def build_tokenizer(self):
+        from ppo.data import build_arithmetic_tokenizer
+
+        return build_arithmetic_tokenizer()
+
+    def max_answer_tokens(self) -> int:
+        return self.digits + len(str(self.num_operands)) + 2
+
+    def validate(self) -> None:
+        self._task()
+
+    def missing_paths(self) -> list[str]:
+        return []  # generated
+
+
+@dataclass
+class GSM8KTaskSpec:
+    """GSM8K from its jsonl files; ``val_size`` rows of the test split for validation.
+
+    ``use_chat_template=True`` makes the formatted prompt the user turn of the model's chat template (instruction-
+    tuned checkpoints); the default is the plain text, which the project's own tokenizers need.
+    """
+
+    train_path: str = ""
+    test_path: str = ""
+    val_size: int = 128
+    train_limit: int | None = None
+    template_text: str = "Question: {prompt}\nAnswer:"
+    tokenizer_vocab_size: int = 1024
+    use_chat_template: bool = False
+
+    def validate(self) -> None:
+        _require_paths("GSM8K", train_path=self.train_path, test_path=self.test_path)
+        self.template()
+        if self.val_size < 1:
+            raise ValueError(f"task.val_size must be >= 1, got {self.val_size}")
+
+    def missing_paths(self) -> list[str]:
+        return _missing_files("GSM8K", self.train_path, self.test_path)
+
+    def train_records(self):
+        return load_gsm8k(self.train_path, limit=self.train_limit)
+
+    def val_records(self):
+        return load_gsm8k(self.test_path, limit=self.val_size)
+
+    def template(self) -> PromptTemplate:
+        return PromptTemplate(self.template_text, use_chat_template=self.use_chat_template)
+
+    def build_tokenizer(self):
+        from ppo.data import build_gsm8k_tokenizer
+
+        return build_gsm8k_tokenizer(self.train_path, vocab_size=self.tokenizer_vocab_size)
+
+
+@dataclass
+class DAPOMathTaskSpec:
+    """DAPO-Math-17k for training, AIME 2024 for validation (see :mod:`ppo.data.dapo`, :mod:`ppo.data.aime`).
+
+    The training prompts already carry DAPO's instruction ("... Answer: $Answer ..."), so the template is the bare
+    prompt; validation problems in a plain AIME layout get the same instruction (``DAPO_MATH_TEMPLATE``) so the
+    policy is asked the way it was trained, while DAPO's own AIME export, already wrapped, is used as it is.
+    ``val_size`` keeps the first problems (``None``: all 30).
+    """
+
+    train_path: str = ""
+    val_path: str = ""
+    train_limit: int | None = None
+    val_size: int | None = None
+    use_chat_template: bool = True
+
+    def validate(self) -> None:
+        _require_paths("DAPO-Math", train_path=self.train_path, val_path=self.val_path)
+        if self.val_size is not None and self.val_size < 1:
+            raise ValueError(f"task.val_size must be >= 1 or None, got {self.val_size}")
+
+    def missing_paths(self) -> list[str]:
+        return _missing_files("DAPO-Math", self.train_path) + _missing_files("AIME 2024", self.val_path)
+
+    def train_records(self):
+        return load_dapo_math(self.train_path, limit=self.train_limit)
+
+    def val_records(self):
+        return [_with_dapo_instruction(r) for r in load_aime2024(self.val_path)[: self.val_size]]
+
+    def template(self) -> PromptTemplate:
+        return PromptTemplate("{prompt}", use_chat_template=self.use_chat_template)
+
+
+_DAPO_INSTRUCTION = DAPO_MATH_TEMPLATE.split("{prompt}")[0].strip()
+
+
+def _with_dapo_instruction(record: Record) -> Record:
+    if _DAPO_INSTRUCTION in record.prompt:
+        return record
+    return Record(DAPO_MATH_TEMPLATE.format(prompt=record.prompt), record.ground_truth, record.id, record.metadata)
+
+
+def _require_paths(what: str, **paths: str) -> None:
+    for name, path in paths.items():
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"task.{name} is empty: give the {what} file")
+
+
+def _missing_files(what: str, *paths: str) -> list[str]:
+    return [f"{what} file not found: {path}" for path in paths if not Path(path).is_file()]

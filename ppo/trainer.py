@@ -1,0 +1,472 @@
+"""The PPO loop: actor-critic with a learned value model and GAE, rollouts on vLLM, workers on Ray.
+
+One step, in the order of notes/formulas.md:
+
+    1. prompts × generations_per_prompt          (the data loader, repeated per sample)
+    2. refit the engine if the policy changed    (Megatron weights → HF names → vLLM, in memory)
+    3. generate                                  (vLLM: tokens, logp_gen, finish reasons)
+    4. score                                     (math environment, verification in worker processes)
+    5. reward shaping                            (overlong penalty, scaling; dynamic sampling drops flat groups)
+    6. values V                                  (critic)
+    7. logp_old (and logp_ref with a KL term)    (policy)
+    8. advantages and returns                    (the estimator: GAE, or a critic-free one)
+    9. ppo_epochs × (critic epoch, then actor epoch; the actor only from policy_training_start_step)
+   10. validate every val_period steps           (greedy decoding on held-out prompts)
+   11. log                                       (metrics.jsonl, the console line)
+   12. checkpoint every checkpoint_period steps   (policy, critic, optimizers, loader, counters — atomically)
+
+State lives here (counters, loader, KL coefficient) and in the workers (models, optimizers); the math is in
+``ppo.algorithms``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from ppo.algorithms import (
+    KLController,
+    dynamic_sampling_mask,
+    kl_penalty,
+    masked_mean,
+    overlong_penalty,
+    scale_rewards,
+    token_level_rewards,
+)
+from ppo.algorithms.value_loss import explained_variance
+from ppo.rollout.batch import build_rollout_batch, concat, select
+from ppo.trainer_settings import PPOSettings, RewardShaping  # noqa: F401 - defined there (no torch)
+
+CHECKPOINTS = "checkpoints"
+PARTIAL = ".partial"
+
+
+class TrainingStopped(RuntimeError):
+    pass
+
+
+def _mean_metrics(pieces: list[dict], prefix: str) -> dict[str, float]:
+    """Average per-optimizer-step metrics over the epoch's steps (``*_min``/``*_max`` keep min/max)."""
+    out: dict[str, float] = {}
+    for key in dict.fromkeys(k for p in pieces for k in p):
+        values = [p[key] for p in pieces if key in p]
+        if key.endswith("_min"):
+            out[prefix + key] = min(values)
+        elif key.endswith("_max"):
+            out[prefix + key] = max(values)
+        else:
+            out[prefix + key] = sum(values) / len(values)
+    return out
+
+
+def _flat_config(run_dir: Path) -> dict[str, str]:
+    """The launcher's flattened config (``config.txt``: ``path = value`` lines) and overrides, for wandb."""
+    config: dict[str, str] = {}
+    text = run_dir / "config.txt"
+    for line in text.read_text().splitlines() if text.is_file() else []:
+        path, sep, value = line.partition(" = ")
+        if sep:
+            config[path.strip()] = value.split("  # ")[0].strip()
+    overrides = run_dir / "overrides.txt"
+    if overrides.is_file():
+        config["overrides"] = " ".join(overrides.read_text().split())
+    return config
+
+
+class PPOTrainer:
+    """Runs an experiment's PPO loop in ``run_dir``; resumes from the latest complete checkpoint there."""
+
+    def __init__(self, experiment, run_dir: Path):
+        self.exp = experiment
+        self.cfg: PPOSettings = experiment.trainer
+        self.run_dir = Path(run_dir)
+        self.timings: dict[str, float] = {}
+        self.step_times: list[float] = []
+        self.phase = "train"  # the workers are built on the device; the first refit hands it to generation
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        from ppo.data import PromptLoader
+        from ppo.envs.math_env import MathEnvironment
+        from ppo.workers.generation import spawn_generation_worker
+        from ppo.workers.group import WorkerGroup
+        from ppo.workers.policy import PolicyWorker
+        from ppo.workers.ray_runtime import connect_or_start
+        from ppo.workers.value import ValueWorker
+
+        exp, cfg = self.exp, self.cfg
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        connect_or_start()
+        self.model_path = exp.model.materialize(self.run_dir, exp.task)
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.template = exp.task.template()
+        self.train_records = exp.task.train_records()
+        self.val_records = exp.task.val_records()[: cfg.val_prompts] if cfg.val_prompts else exp.task.val_records()
+        self.loader = PromptLoader(self.train_records, cfg.prompts_per_step, seed=exp.seed)
+        self.env = MathEnvironment(num_workers=1)
+        self.kl = KLController(cfg.kl_in_reward_coef, target=cfg.kl_target)
+        self.estimator = exp.advantage
+        needs_reference = cfg.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0
+        self.step = 0
+        self.bad_steps = 0
+
+        print(f"[ppo] run dir {self.run_dir}", flush=True)
+        self.policy = WorkerGroup(PolicyWorker, exp.policy, str(self.model_path), with_reference=needs_reference,
+                                  world_size=exp.policy.parallel.model_parallel_size, seed=exp.seed)
+        resume = self.resume_point()
+        if resume is None and cfg.warm_start_steps:
+            self.warm_start()
+        self.critic = None
+        if self.estimator.needs_critic:
+            critic_init = None
+            if exp.critic.model_path is None:
+                critic_init = self.policy.call("export")  # the critic starts from the (warm-started) policy
+            self.critic = WorkerGroup(ValueWorker, exp.critic, str(exp.critic.model_path or self.model_path),
+                                      hf_state=critic_init, world_size=exp.critic.parallel.model_parallel_size,
+                                      seed=exp.seed)
+        self.engine = spawn_generation_worker(exp.generation_for(self.model_path), num_cpus=0.5)
+        if resume is not None:
+            self.load(resume)
+        self.refit()
+        self.metrics = self._open_metrics()
+
+    def _open_metrics(self):
+        from ppo.metrics import MetricsWriter
+        from ppo.metrics.wandb_sink import WandbSink
+
+        self.wandb = WandbSink(self.run_dir, mode=self.cfg.wandb_mode, project=self.cfg.wandb_project,
+                               name=self.run_dir.name, group=self.cfg.wandb_group, config=_flat_config(self.run_dir))
+        return MetricsWriter(self.run_dir)
+
+    def warm_start(self) -> None:
+        """Supervised steps on (prompt, answer) pairs of the training set: teaches the answer format before PPO."""
+        cfg = self.cfg
+        eos = self.tokenizer.eos_token_id
+        generator = torch.Generator().manual_seed(self.exp.seed)
+        started = time.perf_counter()
+        for i in range(cfg.warm_start_steps):
+            picks = torch.randint(len(self.train_records), (cfg.warm_start_batch_size,), generator=generator)
+            records = [self.train_records[j] for j in picks.tolist()]
+            prompts = self.template.encode_many(records, self.tokenizer)
+            answers = [self.tokenizer(r.ground_truth, add_special_tokens=False)["input_ids"] + [eos] for r in records]
+            from ppo.rollout.engine import Sample
+
+            samples = [[Sample(a, [0.0] * len(a), "stop")] for a in answers]
+            batch = build_rollout_batch(prompts, samples, pad_id=self.tokenizer.pad_token_id,
+                                        ground_truths=[r.ground_truth for r in records])
+            metrics = self.policy.call("supervised_step", batch, cfg.warm_start_lr)
+            if i % 20 == 0 or i == cfg.warm_start_steps - 1:
+                print(f"[ppo] warm start {i + 1}/{cfg.warm_start_steps}: nll {metrics['loss']:.3f}", flush=True)
+        self.policy.call("reset_optimizer_state")
+        print(f"[ppo] warm start done in {time.perf_counter() - started:.1f} s", flush=True)
+
+    @contextmanager
+    def timed(self, phase: str):
+        start = time.perf_counter()
+        yield
+        self.timings[f"timing/train/{phase}"] = time.perf_counter() - start
+
+    # ------------------------------------------------------------------ rollouts
+    def refit(self) -> None:
+        """Push the policy's weights into the engine (in memory) and hand the GPUs to generation."""
+        import ray
+
+        weights = self.policy.call("export")
+        self.enter_phase("generate")
+        ray.get(self.engine.refit.remote(weights))
+
+    def enter_phase(self, phase: str) -> None:
+        """Colocated GPUs: during ``generate`` the Megatron workers are offloaded and vLLM is awake; during
+        ``train`` vLLM sleeps (weights and KV cache freed) and the workers are back on the GPU.  No-ops on CPU."""
+        import ray
+
+        if phase == self.phase:
+            return
+        groups = [g for g in (self.policy, self.critic) if g is not None]
+        if phase == "train":
+            ray.get(self.engine.sleep.remote())
+            for group in groups:
+                group.call("onload")
+        else:
+            for group in groups:
+                group.call("offload")
+            ray.get(self.engine.wake_up.remote())
+        self.phase = phase
+
+    def rollout(self, records, *, seed: int) -> tuple[dict, dict]:
+        """Generate ``generations_per_prompt`` samples per record and score them; returns the batch and env metrics."""
+        import ray
+
+        prompts = self.template.encode_many(records, self.tokenizer)
+        sampling = self.exp.generation.sampling
+        from dataclasses import replace
+
+        samples = ray.get(self.engine.generate.remote(prompts, replace(sampling, n=self.cfg.generations_per_prompt),
+                                                      seed))
+        batch = build_rollout_batch(prompts, samples, pad_id=self.tokenizer.pad_token_id,
+                                    ground_truths=[r.ground_truth for r in records],
+                                    record_ids=[r.id for r in records], group_offset=seed * 100_000)
+        rewards, env_metrics = self.env.score(batch["responses"], batch["ground_truths"],
+                                              finished=(~batch["truncated"]).tolist(),
+                                              group_ids=batch["group_ids"].tolist(),
+                                              response_lengths=batch["response_lengths"].tolist())
+        batch["scores"] = rewards
+        return batch, env_metrics
+
+    def shaped_rewards(self, batch: dict) -> torch.Tensor:
+        shaping = self.exp.reward_shaping
+        rewards = batch["scores"].clone()
+        if shaping.scale:
+            rewards = scale_rewards(rewards, source_min=shaping.source_min, source_max=shaping.source_max,
+                                    target_min=shaping.target_min, target_max=shaping.target_max)
+        if shaping.overlong_buffer:
+            rewards += overlong_penalty(batch["response_lengths"], buffer_length=shaping.overlong_buffer,
+                                        max_response_length=self.exp.generation.sampling.max_new_tokens,
+                                        penalty_factor=shaping.overlong_penalty)
+        return rewards
+
+    def collect(self) -> tuple[dict, dict]:
+        """One step's batch; with dynamic sampling, regenerate until enough prompt groups have a reward spread."""
+        cfg = self.cfg
+        target = cfg.prompts_per_step * cfg.generations_per_prompt
+        kept, env_metrics, generated = [], {}, 0
+        for attempt in range(cfg.max_gen_batches if cfg.dynamic_sampling else 1):
+            records = self.loader.next_batch()
+            batch, env_metrics_now = self.rollout(records, seed=self.exp.seed * 1_000_003 + self.step * 101 + attempt)
+            generated += 1
+            env_metrics = env_metrics or env_metrics_now
+            batch["rewards"] = self.shaped_rewards(batch)
+            if cfg.dynamic_sampling:
+                batch = select(batch, torch.nonzero(dynamic_sampling_mask(batch["rewards"], batch["group_ids"]))[:, 0])
+            if batch["input_ids"].shape[0]:
+                kept.append(batch)
+            if sum(b["input_ids"].shape[0] for b in kept) >= target:
+                break
+        if self.exp.reward_shaping.overlong_filter:
+            for b in kept:
+                b["response_mask"] = b["response_mask"] * (~b["truncated"])[:, None]
+        if not kept:
+            raise TrainingStopped("dynamic sampling kept no prompt group in max_gen_batches attempts "
+                                  "(every group's rewards were all equal)")
+        batch = concat(kept)
+        batch = select(batch, torch.arange(min(target, batch["input_ids"].shape[0])))
+        env_metrics["dynamic_sampling/gen_batches"] = float(generated)
+        return batch, env_metrics
+
+    # ------------------------------------------------------------------ one step
+    def train_step(self) -> dict[str, float]:
+        cfg, step = self.cfg, self.step
+        metrics: dict[str, float] = {}
+        self.enter_phase("generate")
+        with self.timed("generation"):
+            batch, env_metrics = self.collect()
+        mask = batch["response_mask"]
+
+        self.enter_phase("train")
+        if self.critic is not None:
+            with self.timed("values"):
+                batch["values"] = self.critic.call("values", batch) * mask
+        temperature = self.exp.generation.sampling.temperature
+        with self.timed("logprobs"):
+            batch["logp_old"] = self.policy.call("logprobs", batch, temperature)
+            if cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
+                batch["logp_ref"] = self.policy.call("logprobs", batch, temperature, True)
+
+        kl = None
+        if "logp_ref" in batch:
+            kl = kl_penalty(batch["logp_old"], batch["logp_ref"], self.exp.policy.loss.kl_kind) * mask
+            metrics["train/kl_to_reference"] = masked_mean(kl, mask).item()
+        token_rewards = token_level_rewards(batch["rewards"], mask, kl=kl, kl_coef=self.kl.coef)
+        advantages, returns = self.estimator(token_rewards=token_rewards, mask=mask, values=batch.get("values"),
+                                             sequence_rewards=batch["rewards"], group_ids=batch["group_ids"])
+        batch["advantages"] = advantages
+        if returns is not None:
+            batch["returns"] = returns
+
+        train_policy = step >= cfg.policy_training_start_step
+        policy_steps, critic_steps = [], []
+        with self.timed("training"):
+            for epoch in range(cfg.ppo_epochs):
+                seed = self.exp.seed * 1_000_003 + step * 1009 + epoch
+                if self.critic is not None:
+                    critic_steps += self.critic.call("train", batch, num_minibatches=cfg.num_minibatches, seed=seed)
+                if train_policy:
+                    policy_steps += self.policy.call("train", batch, num_minibatches=cfg.num_minibatches,
+                                                     seed=seed, temperature=temperature)
+        skipped = sum(p.get("skipped", 0.0) for p in policy_steps + critic_steps)
+        self.bad_steps = self.bad_steps + 1 if skipped else 0
+        if self.bad_steps >= cfg.max_bad_steps_in_a_row:
+            raise TrainingStopped(f"{self.bad_steps} steps in a row had NaN/Inf gradients; stopping. The last good "
+                                  f"checkpoint is intact in {self.run_dir / CHECKPOINTS}")
+        if train_policy:
+            with self.timed("refit"):
+                self.refit()
+        else:
+            self.enter_phase("generate")  # critic warmup: generation keeps the initial weights
+        if kl is not None and cfg.kl_target is not None:
+            self.kl.update(metrics["train/kl_to_reference"], cfg.prompts_per_step * cfg.generations_per_prompt)
+
+        metrics.update(_mean_metrics(policy_steps, "train/"))
+        metrics.update(_mean_metrics(critic_steps, "train/critic/"))
+        metrics["train/policy_updated"] = float(train_policy)
+        metrics["train/skipped_updates"] = float(skipped)
+        metrics["train/reward"] = batch["scores"].mean().item()
+        metrics["train/shaped_reward"] = batch["rewards"].mean().item()
+        metrics.update({f"train/env/{k}": v for k, v in env_metrics.items()})
+        metrics["train/advantages/mean"] = masked_mean(advantages, mask).item()
+        trained = advantages[mask.bool()]
+        metrics["train/advantages/min"] = trained.min().item() if trained.numel() else 0.0
+        metrics["train/advantages/max"] = trained.max().item() if trained.numel() else 0.0
+        metrics["train/mean_gen_tokens_per_sample"] = batch["response_lengths"].float().mean().item()
+        metrics["train/mean_prompt_length"] = batch["prompt_lengths"].float().mean().item()
+        metrics["train/kl_coef"] = self.kl.coef
+        if returns is not None:
+            values = batch["values"]
+            moments = {
+                "returns_mean": masked_mean(returns, mask), "returns_sq_mean": masked_mean(returns**2, mask),
+                "values_mean": masked_mean(values, mask), "residual_sq_mean": masked_mean((returns - values) ** 2, mask),
+            }
+            metrics["train/critic/explained_var"] = explained_variance(**moments).item()
+            metrics["train/critic/returns_mean"] = moments["returns_mean"].item()
+        return metrics
+
+    def validate(self) -> dict[str, float]:
+        """Greedy decoding on the held-out prompts: ``validation/accuracy`` and ``validation/avg_length``."""
+        import ray
+
+        from ppo.rollout.engine import SamplingConfig
+
+        self.enter_phase("generate")
+        sampling = self.exp.generation.sampling
+        greedy = SamplingConfig(n=1, temperature=0.0, max_new_tokens=sampling.max_new_tokens,
+                                stop=sampling.stop, stop_token_ids=sampling.stop_token_ids)
+        prompts = self.template.encode_many(self.val_records, self.tokenizer)
+        samples = ray.get(self.engine.generate.remote(prompts, greedy))
+        responses = [group[0].text for group in samples]
+        rewards, _ = self.env.score(responses, [r.ground_truth for r in self.val_records])
+        lengths = [len(group[0].token_ids) for group in samples]
+        return {"validation/accuracy": rewards.mean().item(), "validation/avg_length": sum(lengths) / len(lengths)}
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_dir(self, step: int) -> Path:
+        return self.run_dir / CHECKPOINTS / f"step_{step:06d}"
+
+    def resume_point(self) -> Path | None:
+        """Where this run continues from: per ``trainer.resume``, the latest complete checkpoint, a given one, or none."""
+        if self.cfg.resume == "never":
+            return None
+        if self.cfg.resume == "auto":
+            return self.latest_checkpoint()
+        return self.latest_checkpoint() or Path(self.cfg.resume)
+
+    def latest_checkpoint(self) -> Path | None:
+        root = self.run_dir / CHECKPOINTS
+        complete = sorted(p for p in root.glob("step_*") if not p.name.endswith(PARTIAL)) if root.is_dir() else []
+        return complete[-1] if complete else None
+
+    def save(self, metric: float | None = None) -> None:
+        """Write the step's checkpoint into ``<dir>.partial`` and rename it when complete (never a torn one)."""
+        self.enter_phase("train")  # the workers' weights must be on their device to be saved
+        final = self.checkpoint_dir(self.step)
+        partial = final.with_name(final.name + PARTIAL)
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        self.policy.call("save", str(partial / "policy"))
+        if self.critic is not None:
+            self.critic.call("save", str(partial / "critic"))
+        state = {"step": self.step, "loader": self.loader.state_dict(), "kl": self.kl.state_dict(),
+                 "bad_steps": self.bad_steps, "metric": metric}
+        (partial / "trainer_state.json").write_text(json.dumps(state))
+        partial.rename(final)
+        self.prune_checkpoints()
+
+    def prune_checkpoints(self) -> None:
+        """Keep the latest ``keep_checkpoints`` and the best ``keep_best`` (by ``best_metric``); delete the rest."""
+        cfg = self.cfg
+        complete = sorted(p for p in (self.run_dir / CHECKPOINTS).glob("step_*") if not p.name.endswith(PARTIAL))
+        keep = set(complete[-cfg.keep_checkpoints:])
+        if cfg.keep_best:
+            scored = [(json.loads((p / "trainer_state.json").read_text()).get("metric"), p) for p in complete]
+            scored = [(v, p) for v, p in scored if v is not None and math.isfinite(v)]
+            scored.sort(key=lambda vp: vp[0], reverse=cfg.best_mode == "max")
+            keep |= {p for _, p in scored[: cfg.keep_best]}
+        for old in complete:
+            if old not in keep:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def load(self, path: Path) -> None:
+        state = json.loads((path / "trainer_state.json").read_text())
+        self.policy.call("load", str(path / "policy"))
+        if self.critic is not None:
+            self.critic.call("load", str(path / "critic"))
+        self.loader.load_state_dict(state["loader"])
+        self.kl.load_state_dict(state["kl"])
+        self.bad_steps = state["bad_steps"]
+        self.step = state["step"]
+        print(f"[ppo] resumed from {path} (step {self.step})", flush=True)
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        cfg = self.cfg
+        self.setup()
+        try:
+            if self.step == 0:
+                validation = self.validate()
+                self.metrics.log(0, validation)
+                self.wandb.log(0, validation)
+                print(f"[ppo] step 0: validation accuracy {validation['validation/accuracy']:.3f}", flush=True)
+            while self.step < cfg.max_steps:
+                started = time.perf_counter()
+                self.timings = {}
+                metrics = self.train_step()
+                self.step += 1
+                if self.step % cfg.val_period == 0 or self.step == cfg.max_steps:
+                    with self.timed("validation"):
+                        metrics.update(self.validate())
+                metrics.update(self.timings)
+                metrics["timing/train/total_step_time"] = time.perf_counter() - started
+                tokens = metrics["train/mean_gen_tokens_per_sample"] * cfg.prompts_per_step * cfg.generations_per_prompt
+                metrics["timing/train/tokens_per_s"] = tokens / metrics["timing/train/total_step_time"]
+                self.metrics.log(self.step, metrics)
+                self.wandb.log(self.step, metrics)
+                self.report(metrics)
+                if self.step % cfg.checkpoint_period == 0 or self.step == cfg.max_steps:
+                    self.save(metrics.get(cfg.best_metric))
+        finally:
+            self.close()
+
+    def report(self, m: dict[str, float]) -> None:
+        parts = [f"step {self.step}/{self.cfg.max_steps}", f"reward {m['train/reward']:.3f}"]
+        if "validation/accuracy" in m:
+            parts.append(f"val acc {m['validation/accuracy']:.3f}")
+        if "train/kl_to_reference" in m:
+            parts.append(f"kl {m['train/kl_to_reference']:.4f}")
+        if "train/critic/explained_var" in m:
+            parts.append(f"ev {m['train/critic/explained_var']:+.3f}")
+        if "train/probs_ratio_clamped_max" in m:
+            parts.append(f"clip {m.get('train/clipfrac', 0.0):.3f}")
+        parts.append(f"{m['timing/train/total_step_time']:.1f} s/step")
+        self.step_times.append(m["timing/train/total_step_time"])
+        recent = self.step_times[-20:]
+        eta = sum(recent) / len(recent) * (self.cfg.max_steps - self.step)
+        parts.append(f"eta {int(eta // 60)}:{int(eta % 60):02d}")
+        print("[ppo] " + " | ".join(parts), flush=True)
+
+    def close(self) -> None:
+        import ray
+
+        if getattr(self, "metrics", None) is not None:
+            self.metrics.close()
+            self.wandb.close()
+        if getattr(self, "env", None) is not None:
+            self.env.close()
+        if ray.is_initialized():
+            ray.shutdown()

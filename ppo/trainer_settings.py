@@ -1,0 +1,75 @@
+"""The PPO loop's settings, as experiment components: plain dataclasses, no torch.
+
+``trainer=fdl.Config(PPOSettings, ...)`` and ``reward_shaping=fdl.Config(RewardShaping, ...)`` in an experiment
+graph; :mod:`ppo.trainer` (which imports torch) runs the loop they describe and exports both names too.  Keeping them
+here lets an experiment file, and ``launch.py --dry-run``, import them without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class RewardShaping:
+    """DAPO reward scaling (``scale``: {0,1} → {target_min, target_max}), then overlong shaping (``overlong_buffer``:
+    a penalty growing linearly over the last ``overlong_buffer`` tokens of the length budget), and overlong filtering
+    (``overlong_filter``: truncated samples are masked out of the losses)."""
+
+    scale: bool = False
+    source_min: float = 0.0
+    source_max: float = 1.0
+    target_min: float = -1.0
+    target_max: float = 1.0
+    overlong_buffer: int | None = None
+    overlong_penalty: float = 1.0
+    overlong_filter: bool = False
+
+
+@dataclass
+class PPOSettings:
+    """The loop's settings; the model, engine, estimator and task are separate components of the experiment."""
+
+    max_steps: int = 100
+    prompts_per_step: int = 32
+    generations_per_prompt: int = 16
+    ppo_epochs: int = 4
+    num_minibatches: int = 1
+    policy_training_start_step: int = 0
+    val_period: int = 10
+    val_prompts: int | None = None
+    checkpoint_period: int = 10
+    keep_checkpoints: int = 2  # the latest k complete checkpoints are kept ...
+    keep_best: int = 0  # ... plus the best k by best_metric (at checkpoint steps where it was logged)
+    best_metric: str = "validation/accuracy"
+    best_mode: str = "max"
+    resume: str = "auto"  # "auto": the latest complete checkpoint in the run dir; "never"; or a checkpoint path
+    kl_in_reward_coef: float = 0.0
+    kl_target: float | None = None
+    dynamic_sampling: bool = False
+    max_gen_batches: int = 3
+    max_bad_steps_in_a_row: int = 3
+    warm_start_steps: int = 0
+    warm_start_batch_size: int = 128
+    warm_start_lr: float = 1e-3
+    wandb_mode: str = "offline"  # "online" (needs network and `wandb login`), "offline" (./wandb, sync later), "disabled"
+    wandb_project: str = "ppo"
+    wandb_group: str | None = None  # e.g. the sweep id, so wandb groups a sweep's trials
+
+    def validate(self) -> None:
+        for name in ("max_steps", "prompts_per_step", "generations_per_prompt", "ppo_epochs", "num_minibatches",
+                     "val_period", "checkpoint_period", "keep_checkpoints", "max_bad_steps_in_a_row",
+                     "max_gen_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
+        if self.best_mode not in ("max", "min"):
+            raise ValueError(f"trainer.best_mode must be 'max' or 'min', got {self.best_mode!r}")
+        if self.resume not in ("auto", "never") and not (Path(self.resume) / "trainer_state.json").is_file():
+            raise ValueError(f"trainer.resume={self.resume!r} is neither 'auto', 'never' nor a checkpoint directory "
+                             "(one holding trainer_state.json)")
+        if self.wandb_mode not in ("online", "offline", "disabled"):
+            raise ValueError(f"trainer.wandb_mode must be 'online', 'offline' or 'disabled', got {self.wandb_mode!r}")
+        if self.num_minibatches > self.prompts_per_step * self.generations_per_prompt:
+            raise ValueError(f"trainer.num_minibatches={self.num_minibatches} exceeds the batch of "
+                             f"{self.prompts_per_step * self.generations_per_prompt} samples")

@@ -1,0 +1,110 @@
+"""The policy (actor) worker: Megatron GPT, logprobs, the clipped PPO update, a supervised warm start, export."""
+
+from __future__ import annotations
+
+import torch
+
+from ppo.algorithms import clipped_pg_loss
+from ppo.models.architecture import Architecture
+from ppo.models.forward import token_logprobs
+from ppo.workers.megatron_worker import MegatronWorker
+from ppo.workers.specs import MegatronPolicy, PolicyLoss  # noqa: F401 - defined there (no torch), exported here too
+
+
+class PolicyWorker(MegatronWorker):
+    def __init__(self, spec: MegatronPolicy, model_path: str, *, with_reference: bool = False, **kwargs):
+        super().__init__(spec, **kwargs)
+        from ppo.models.builder import build_gpt_model
+        from ppo.models.convert import load_hf_state_dict, load_megatron_state
+        from ppo.models.training import ModelTrainer
+
+        self.arch = Architecture.from_pretrained(model_path)
+        hf = load_hf_state_dict(model_path)
+        shard = self._shard(hf)
+        model = build_gpt_model(self.arch, dtype=spec.torch_dtype)
+        load_megatron_state(model, shard)
+        self.trainer = ModelTrainer(model, spec.optimizer)
+        self.reference = None
+        if with_reference:
+            self.reference = build_gpt_model(self.arch, dtype=spec.torch_dtype).eval()
+            load_megatron_state(self.reference, shard)
+            self.reference.requires_grad_(False)
+
+    def _shard(self, hf: dict) -> dict:
+        from megatron.core import parallel_state
+
+        from ppo.models.convert import hf_to_megatron
+
+        return hf_to_megatron(hf, self.arch, tp_rank=parallel_state.get_tensor_model_parallel_rank(),
+                              tp_size=parallel_state.get_tensor_model_parallel_world_size())
+
+    def logprobs(self, batch: dict, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
+        model = self.reference if reference else None
+
+        def fn(module, mb):
+            return token_logprobs(model or module, mb["input_ids"], mb["segment_ids"], temperature=temperature,
+                                  chunk_size=self.spec.logprob_chunk_size)
+
+        return self.forward_rows(batch, fn)
+
+    def train(self, batch: dict, *, num_minibatches: int, seed: int, temperature: float = 1.0) -> list[dict]:
+        """One PPO epoch: an optimizer step per shuffled minibatch; returns each step's reduced metrics.
+
+        ``batch`` needs ``logp_old``, ``advantages`` (and ``logp_ref`` with a KL loss, ``rewards`` with NLL).
+        """
+        loss = self.spec.loss
+        results = []
+        for minibatch in self.minibatches(batch, num_minibatches, seed):
+            mask = minibatch["response_mask"]
+            counts = dict(
+                global_valid_toks=mask.sum().clamp(min=1),
+                global_valid_seqs=(mask.sum(-1) > 0).sum().clamp(min=1),
+                global_positive_toks=(mask * (minibatch["rewards"] > 0)[:, None]).sum().clamp(min=1)
+                if "rewards" in minibatch else None,
+            )
+
+            def loss_fn(module, mb, counts=counts):
+                logp = token_logprobs(module, mb["input_ids"], mb["segment_ids"], temperature=temperature,
+                                      chunk_size=self.spec.logprob_chunk_size)
+                return clipped_pg_loss(
+                    logp, mb["logp_old"], mb["advantages"], mb["response_mask"],
+                    clip_low=loss.clip_low, clip_high=loss.clip_high, dual_clip_c=loss.dual_clip_c,
+                    aggregation=loss.aggregation, ratio_level=loss.ratio_level,
+                    generation_logprobs=mb["logp_gen"], is_correction=loss.is_correction, is_cap=loss.is_cap,
+                    is_low=loss.is_low, ref_logprobs=mb.get("logp_ref"), kl_coef=loss.kl_coef,
+                    kl_kind=loss.kl_kind, kl_on_policy_approx=loss.kl_on_policy_approx, nll_coef=loss.nll_coef,
+                    sequence_rewards=mb.get("rewards"), **counts,
+                )
+
+            self.trainer.module.train()
+            results.append(self.trainer.step(self.microbatches(minibatch), loss_fn))
+        return results
+
+    def supervised_step(self, batch: dict, lr: float) -> dict:
+        """One optimizer step of next-token NLL on ``response_mask`` tokens (the warm start that teaches the format)."""
+        n_tokens = batch["response_mask"].sum().clamp(min=1)
+
+        def loss_fn(module, mb):
+            logp = token_logprobs(module, mb["input_ids"], mb["segment_ids"], chunk_size=self.spec.logprob_chunk_size)
+            nll = -(logp * mb["response_mask"]).sum() / n_tokens
+            return nll, {"loss": nll.detach()}
+
+        self.trainer.module.train()
+        return self.trainer.step(self.microbatches(batch), loss_fn, lr=lr)
+
+    def reset_optimizer_state(self) -> None:
+        self.trainer.reset_optimizer_state()
+
+    def offload(self) -> None:
+        super().offload()
+        if self.reference is not None and torch.cuda.is_available():
+            self.reference.cpu()
+
+    def onload(self) -> None:
+        super().onload()
+        if self.reference is not None and torch.cuda.is_available():
+            self.reference.cuda()
+
+    def export(self) -> dict | None:
+        return self.hf_state(self.arch)
+

@@ -1,0 +1,49 @@
+"""The value (critic) worker: Megatron backbone with a scalar head; values and the clipped value update."""
+
+from __future__ import annotations
+
+import torch
+
+from ppo.algorithms import value_loss
+from ppo.models.architecture import Architecture
+from ppo.models.value import token_values
+from ppo.workers.megatron_worker import MegatronWorker
+from ppo.workers.specs import MegatronCritic  # noqa: F401 - defined there (no torch), exported here too
+
+
+class ValueWorker(MegatronWorker):
+    def __init__(self, spec: MegatronCritic, model_path: str, *, hf_state: dict | None = None, **kwargs):
+        super().__init__(spec, **kwargs)
+        from megatron.core import parallel_state
+
+        from ppo.models.convert import VALUE_HEAD, hf_to_megatron, load_hf_state_dict, load_megatron_state
+        from ppo.models.training import ModelTrainer
+        from ppo.models.value import build_value_model
+
+        self.arch = Architecture.from_pretrained(model_path)
+        hf = hf_state if hf_state is not None else load_hf_state_dict(model_path)
+        model = build_value_model(self.arch, dtype=spec.torch_dtype, init_std=spec.head_init_std)
+        shard = hf_to_megatron(hf, self.arch, value_head=True,
+                               tp_rank=parallel_state.get_tensor_model_parallel_rank(),
+                               tp_size=parallel_state.get_tensor_model_parallel_world_size())
+        load_megatron_state(model, shard, optional=(VALUE_HEAD,))
+        self.trainer = ModelTrainer(model, spec.optimizer)
+
+    def values(self, batch: dict) -> torch.Tensor:
+        return self.forward_rows(batch, lambda module, mb: token_values(module, mb["input_ids"], mb["segment_ids"]))
+
+    def train(self, batch: dict, *, num_minibatches: int, seed: int) -> list[dict]:
+        """One critic epoch: an optimizer step per shuffled minibatch on ``returns`` with ``values`` as V_old."""
+        results = []
+        for minibatch in self.minibatches(batch, num_minibatches, seed):
+            n_tokens = minibatch["response_mask"].sum().clamp(min=1)
+
+            def loss_fn(module, mb, n_tokens=n_tokens):
+                values = token_values(module, mb["input_ids"], mb["segment_ids"])
+                return value_loss(values, mb["values"], mb["returns"], mb["response_mask"],
+                                  clip_range=self.spec.value_clip, scale=self.spec.value_loss_scale,
+                                  global_valid_toks=n_tokens)
+
+            self.trainer.module.train()
+            results.append(self.trainer.step(self.microbatches(minibatch), loss_fn))
+        return results

@@ -1,0 +1,28 @@
+import json
+
+import pytest
+
+from ppo.metrics.wandb_sink import WandbSink, wandb_run_id
+
+
+def test_offline_sink_records_the_run_and_keeps_its_id_on_resume(tmp_path):
+    sink = WandbSink(tmp_path, mode="offline", project="ppo-test", name="run", group="sweep-1",
+                     config={"trainer.max_steps": "3"})
+    sink.log(1, {"train/reward": 0.5})
+    sink.close()
+    record = json.loads((tmp_path / "wandb.json").read_text())
+    assert record["mode"] == "offline" and record["group"] == "sweep-1" and record["url"] is None
+    assert record["id"] == wandb_run_id(tmp_path)
+    assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+
+def test_disabled_sink_writes_nothing(tmp_path):
+    sink = WandbSink(tmp_path, mode="disabled", project="p", name="n")
+    sink.log(1, {"x": 1.0})
+    sink.close()
+    assert not (tmp_path / "wandb.json").exists() and not (tmp_path / "wandb").exists()
+
+
+def test_unknown_mode_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="wandb mode"):
+        WandbSink(tmp_path, mode="cloud", project="p", name="n")

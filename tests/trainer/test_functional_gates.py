@@ -1,0 +1,41 @@
+"""The reference framework's functional gates on a few PPO steps of the embedded default (CPU, real stack)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import trained_metrics
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_functional_gates_hold(reference_run):
+    m = trained_metrics(reference_run)
+    assert max(m["train/token_mult_prob_error"].values()) < 1.05
+    assert 0.79 < min(m["train/probs_ratio_clamped_min"].values())
+    assert max(m["train/probs_ratio_clamped_max"].values()) < 1.29
+    assert min(m["train/critic/loss"].values()) >= 0
+    assert max(m["train/critic/explained_var"].values()) <= 1.0001
+
+
+def test_critic_warmup_leaves_the_policy_alone(reference_run):
+    m = trained_metrics(reference_run)
+    assert m["train/policy_updated"] == {"1": 0.0, "2": 0.0, "3": 1.0, "4": 1.0, "5": 1.0}
+    assert set(m["train/policy_loss"]) == {"3", "4", "5"}, "the actor must not step during critic warmup"
+    assert set(m["train/critic/loss"]) == {"1", "2", "3", "4", "5"}, "the critic trains from the first step"
+    timings = json.loads("[" + ",".join((reference_run / "metrics.jsonl").read_text().splitlines()) + "]")
+    refits = {row["step"] for row in timings if "timing/train/refit" in row}
+    assert refits == {3, 4, 5}, "generation keeps the initial weights until the actor has trained"
+
+
+def test_every_step_logs_the_named_metrics(reference_run):
+    m = trained_metrics(reference_run)
+    steps = {"1", "2", "3", "4", "5"}
+    for name in ("train/reward", "train/critic/explained_var", "train/critic/loss", "train/advantages/mean",
+                 "train/mean_gen_tokens_per_sample", "train/env/accuracy"):
+        assert set(m[name]) == steps, name
+    assert set(m["validation/accuracy"]) == {"0", "2", "4", "5"}
+    checkpoints = sorted(p.name for p in (reference_run / "checkpoints").iterdir())
+    assert checkpoints == [f"step_{s:06d}" for s in range(1, 6)]
