@@ -1,62 +1,62 @@
 """PPO mathematics as pure tensor functions: no I/O, no distributed state.
 
     from ppo.algorithms import compute_gae, kl_penalty, length_adaptive_lambda, clipped_pg_loss, value_loss
+
+The names below are loaded on first use (module-level ``__getattr__``), and the estimator classes
+(:mod:`~ppo.algorithms.estimators`: ``GAE``, ``RawReward``, ...) import torch only when they compute: an experiment
+file can configure an estimator, and ``launch.py --dry-run`` can show it, without importing torch.
 """
 
-from ppo.algorithms.estimators import (
-    ESTIMATORS,
-    GAE,
-    GRPO,
-    RLOO,
-    RawReward,
-    ReinforcePlusPlus,
-    group_mean_std,
-    make_advantage_estimator,
-)
-from ppo.algorithms.gae import compute_gae, compute_gae_loop, length_adaptive_lambda
-from ppo.algorithms.kl import KL_KINDS, KLController, adaptive_kl_coef, kl_penalty
-from ppo.algorithms.masked import masked_mean, masked_sum, masked_var, masked_whiten
-from ppo.algorithms.metrics import reduce_microbatch_metrics
-from ppo.algorithms.policy_loss import clipped_pg_loss, importance_weights
-from ppo.algorithms.rewards import (
-    last_trainable_index,
-    overlong_penalty,
-    scale_rewards,
-    token_level_rewards,
-    whiten_rewards,
-)
-from ppo.algorithms.sampling import dynamic_sampling_mask
-from ppo.algorithms.value_loss import explained_variance, value_loss
+from __future__ import annotations
 
-__all__ = [
-    "ESTIMATORS",
-    "GAE",
-    "GRPO",
-    "KL_KINDS",
-    "KLController",
-    "RLOO",
-    "RawReward",
-    "ReinforcePlusPlus",
-    "adaptive_kl_coef",
-    "clipped_pg_loss",
-    "compute_gae",
-    "compute_gae_loop",
-    "dynamic_sampling_mask",
-    "explained_variance",
-    "group_mean_std",
-    "importance_weights",
-    "kl_penalty",
-    "last_trainable_index",
-    "length_adaptive_lambda",
-    "make_advantage_estimator",
-    "masked_mean",
-    "masked_sum",
-    "masked_var",
-    "masked_whiten",
-    "overlong_penalty",
-    "reduce_microbatch_metrics",
-    "scale_rewards",
-    "token_level_rewards",
-    "value_loss",
-    "whiten_rewards",
-]
+import importlib
+import sys
+import types
+from typing import Any
+
+_EXPORTS = {
+    "ESTIMATORS": "estimators", "GAE": "estimators", "GRPO": "estimators", "RLOO": "estimators",
+    "RawReward": "estimators", "ReinforcePlusPlus": "estimators", "group_mean_std": "estimators",
+    "make_advantage_estimator": "estimators",
+    "compute_gae": "gae", "compute_gae_loop": "gae", "length_adaptive_lambda": "gae",
+    "KL_KINDS": "kl", "KLController": "kl", "adaptive_kl_coef": "kl", "kl_penalty": "kl",
+    "masked_mean": "masked", "masked_sum": "masked", "masked_var": "masked", "masked_whiten": "masked",
+    "reduce_microbatch_metrics": "metrics",
+    "clipped_pg_loss": "policy_loss", "importance_weights": "policy_loss",
+    "last_trainable_index": "rewards", "overlong_penalty": "rewards", "scale_rewards": "rewards",
+    "token_level_rewards": "rewards", "whiten_rewards": "rewards",
+    "dynamic_sampling_mask": "sampling",
+    "explained_variance": "value_loss", "value_loss": "value_loss",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ppo.algorithms' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"ppo.algorithms.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+class _Package(types.ModuleType):
+    """Keeps ``ppo.algorithms.value_loss`` the function, as eager imports had it.
+
+    The import system binds a loaded submodule as an attribute of its package, which would shadow an exported
+    function of the same name (the ``value_loss`` module and its ``value_loss`` function) once anything imported the
+    submodule; the function is bound instead.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == name:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

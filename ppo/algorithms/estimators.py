@@ -7,19 +7,19 @@ Each estimator is called as::
 with ``r, m, V`` ``[B, T]``, ``R`` the scalar reward per sample ``[B]`` and ``g`` ``[B]`` integer ids of the
 prompt each sample answers (samples of one prompt form a group).  ``returns`` is the critic's target, or ``None``
 for estimators that need no critic (``needs_critic`` is False).  Advantages are zero off the mask.
+
+The estimators are also experiment components (``fdl.Config(GAE, lam=0.95)``), so this module imports torch and
+the tensor math only inside the functions that compute: configuring one, or a dry run, stays torch-free.
 """
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
-
-from ppo.algorithms.gae import compute_gae, length_adaptive_lambda
-from ppo.algorithms.masked import masked_whiten
-from ppo.algorithms.rewards import token_level_rewards
+if TYPE_CHECKING:
+    import torch
 
 
 def _check_unit_interval(name: str, value: float | None) -> None:
@@ -29,6 +29,8 @@ def _check_unit_interval(name: str, value: float | None) -> None:
 
 def group_mean_std(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-sample mean, unbiased std and size of the sample's group (std is 0 for a group of one)."""
+    import torch
+
     _, inverse = torch.unique(group_ids, return_inverse=True)
     n_groups = int(inverse.max()) + 1
     x = values.to(torch.float64)
@@ -76,11 +78,16 @@ class GAE:
         return self.lam_value is not None or self.lam_policy is not None or self.length_adaptive_alpha > 0
 
     def policy_lambda(self, mask: torch.Tensor) -> float | torch.Tensor:
+        from ppo.algorithms.gae import length_adaptive_lambda
+
         if self.length_adaptive_alpha > 0:
             return length_adaptive_lambda(mask.sum(-1), self.length_adaptive_alpha)
         return self.lam_policy if self.lam_policy is not None else self.lam
 
     def __call__(self, *, token_rewards, mask, values, sequence_rewards=None, group_ids=None):
+        from ppo.algorithms.gae import compute_gae
+        from ppo.algorithms.masked import masked_whiten
+
         if values is None:
             raise ValueError("the GAE estimator needs the critic's values")
         value_lam = self.lam_value if self.lam_value is not None else self.lam
@@ -100,6 +107,10 @@ class RawReward:
     needs_critic: ClassVar[bool] = False
 
     def __call__(self, *, token_rewards, mask, values=None, sequence_rewards=None, group_ids=None):
+        import torch
+
+        from ppo.algorithms.masked import masked_whiten
+
         rewards = sequence_rewards
         if self.normalize:
             rewards = masked_whiten(rewards, torch.ones_like(rewards))
@@ -152,6 +163,12 @@ class ReinforcePlusPlus:
         _check_unit_interval("ReinforcePlusPlus gamma", self.gamma)
 
     def __call__(self, *, token_rewards, mask, values=None, sequence_rewards=None, group_ids=None):
+        import torch
+
+        from ppo.algorithms.gae import compute_gae
+        from ppo.algorithms.masked import masked_whiten
+        from ppo.algorithms.rewards import token_level_rewards
+
         rewards = token_rewards
         if self.baseline:
             mean, _, _ = group_mean_std(sequence_rewards, group_ids)

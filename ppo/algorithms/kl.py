@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-KL_KINDS = ("k1", "k2", "k3", "k3+")
+from ppo.algorithms.options import KL_KINDS
 
 
 def kl_penalty(

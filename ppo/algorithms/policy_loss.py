@@ -18,22 +18,7 @@ import torch
 
 from ppo.algorithms.kl import kl_penalty
 from ppo.algorithms.masked import masked_max, masked_mean, masked_min, masked_sum
-
-IS_CORRECTIONS = (None, "is", "tis", "icepop", "seq-mask-tis")
-AGGREGATIONS = ("token", "sequence")
-
-
-def _check_options(aggregation, ratio_level, is_correction, clip_low, clip_high, dual_clip_c):
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
-    if ratio_level not in ("token", "sequence"):
-        raise ValueError(f"ratio_level must be 'token' or 'sequence' (GSPO), got {ratio_level!r}")
-    if is_correction not in IS_CORRECTIONS:
-        raise ValueError(f"is_correction must be one of {IS_CORRECTIONS}, got {is_correction!r}")
-    if not (0 <= clip_low < 1 and clip_high >= 0):
-        raise ValueError(f"clip ranges need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
-    if dual_clip_c is not None and dual_clip_c <= 1:
-        raise ValueError(f"dual_clip_c must be > 1 (or None to disable), got {dual_clip_c}")
+from ppo.algorithms.options import AGGREGATIONS, IS_CORRECTIONS, check_loss_options  # noqa: F401 - re-exported
 
 
 def aggregate(
@@ -119,7 +104,7 @@ def clipped_pg_loss(
     Every mean-like metric is pre-normalised by the global counts, so metrics of micro-batches sum to the full-batch
     value (``*_min``/``*_max`` reduce by min/max) — see ``ppo.algorithms.metrics.reduce_microbatch_metrics``.
     """
-    _check_options(aggregation, ratio_level, is_correction, clip_low, clip_high, dual_clip_c)
+    check_loss_options(aggregation, ratio_level, is_correction, clip_low, clip_high, dual_clip_c)
     m = mask.to(logprobs.dtype)
     if global_valid_toks is None:
         global_valid_toks = m.sum().clamp(min=1)

@@ -2,6 +2,11 @@
 
 No Fiddle and no submitit here, so an experiment object that carries its executor stays cheap to import
 anywhere.  The runners live in :mod:`ppo.launch.local` and :mod:`ppo.launch.slurm`.
+
+Every executor has ``nodes`` and ``gpus_per_node``: what the job is given.  A SLURM job declares them; the local
+executors say ``1`` node and ``0`` GPUs, meaning "not declared" (a local run uses what Ray finds on this machine,
+and the workers check their layouts when they start).  An experiment checks its parallel layouts against
+``nodes × gpus_per_node`` when that is not 0.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ class LocalExecutor:
 
     env: dict | None = None
     kind: ClassVar[str] = "local"
+    nodes: ClassVar[int] = 1
+    gpus_per_node: ClassVar[int] = 0
 
     def validate(self) -> None:
         if self.env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
@@ -35,6 +42,8 @@ class DebugExecutor:
 
     post_mortem: bool = False
     kind: ClassVar[str] = "debug"
+    nodes: ClassVar[int] = 1
+    gpus_per_node: ClassVar[int] = 0
 
     def validate(self) -> None:
         pass
@@ -58,6 +67,11 @@ class SlurmExecutor:
     Preemption and time limits: SLURM sends SIGUSR2 ``signal_delay_s`` seconds before the end; node 0 requeues the
     job (at most ``max_requeues`` times for time limits) and the requeued job calls ``run(run_dir)`` again with the
     same run directory, where the trainer resumes from its latest checkpoint.
+
+    Input paths (the model checkpoint, data files): the job reads them on the cluster's filesystem, which the
+    submitting host (a login node) normally shares, so ``launch.py`` checks them there before ``sbatch``
+    (``--dry-run`` only reports the missing ones).  ``check_paths=False`` skips that check, for paths that exist only
+    inside ``container_image`` or on the compute nodes; node 0 checks them again when the job starts.
     """
 
     nodes: int = 1
@@ -80,6 +94,7 @@ class SlurmExecutor:
     ray_loopback_base: int | None = None
     ray_start_args: tuple = ()
     ray_join_timeout_s: int = 300
+    check_paths: bool = True
     kind: ClassVar[str] = "slurm"
 
     def validate(self) -> None:

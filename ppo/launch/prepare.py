@@ -8,7 +8,10 @@ The order, each step a one-line :class:`ConfigError` on failure:
 3. no argument left unset without a default; the graph stores as JSON and loads back;
 4. ``fdl.build`` (errors name the config path that failed to build);
 5. the built object has ``name``, ``executor``, ``seed``, ``validate``, ``resource_plan``, ``run``; its
-   ``validate()`` and the executor's pass; ``resource_plan()`` is a list of dicts.
+   ``validate()`` and the executor's pass; ``resource_plan()`` is a list of dicts;
+6. input paths: an experiment that reads files lists the missing ones (``missing_paths()``); they are an error
+   where the run would read them from this machine's filesystem (:func:`paths_required`), else they are kept in
+   ``Prepared.missing_paths`` for the dry run to report.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ppo.config.loading import ExperimentFile, describe, load_experiment
 from ppo.config.paths import is_node, locate, required_unset
 from ppo.config.printing import EditLog
 from ppo.config.serialization import from_json, to_json
-from ppo.launch.executors import EXECUTORS, LocalExecutor
+from ppo.launch.executors import EXECUTORS, LocalExecutor, SlurmExecutor
 
 PROTOCOL = ("name", "executor", "seed", "validate", "resource_plan", "run")
 
@@ -40,6 +43,7 @@ class Request:
     fiddlers: list[str] = dataclasses.field(default_factory=list)
     executor: str | None = None
     name: str | None = None
+    dry_run: bool = False
 
 
 @dataclasses.dataclass
@@ -52,6 +56,7 @@ class Prepared:
     executor: Any
     plan: list[dict]
     config_json: str
+    missing_paths: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -88,7 +93,24 @@ def prepare(request: Request) -> Prepared:
     plan = _call_check(experiment.resource_plan, "resource_plan()")
     if not isinstance(plan, list) or not all(isinstance(g, dict) for g in plan):
         raise ConfigError(f"resource_plan() must return a list of dicts, got {type(plan).__name__}")
-    return Prepared(request, file, cfg, edits, experiment, executor, plan, config_json)
+    missing = _call_check(getattr(experiment, "missing_paths", list), "missing_paths()")
+    if missing and paths_required(executor, request.dry_run):
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ConfigError(f"{missing[0]}{more}")
+    return Prepared(request, file, cfg, edits, experiment, executor, plan, config_json, list(missing))
+
+
+def paths_required(executor: Any, dry_run: bool) -> bool:
+    """Whether the experiment's input paths must exist on this machine before the launch goes on.
+
+    A local or debug run reads them here, so they must exist, in a dry run too (it previews that run).  A SLURM job
+    reads them on the cluster: a submission checks them on the submitting host, which shares the cluster's
+    filesystem (``executor.check_paths=False`` when they exist only inside the container or on the compute nodes),
+    and a dry run only reports them, so a GPU recipe can be shown anywhere.
+    """
+    if isinstance(executor, SlurmExecutor):
+        return executor.check_paths and not dry_run
+    return True
 
 
 def _apply_override(file: ExperimentFile, cfg: fdl.Buildable, text: str) -> None:

@@ -1,4 +1,5 @@
-"""What ``--dry-run`` prints: the flattened config with what changed, the resource plan, the executor, the sbatch."""
+"""What ``--dry-run`` prints: the flattened config with what changed, the resource plan, the executor, the input
+paths a SLURM job's dry run could not find here, the sbatch script."""
 
 from __future__ import annotations
 
@@ -51,6 +52,10 @@ def dry_run_text(prepared: Prepared, run_dir: Path, sbatch: str | None) -> str:
         executor_line(prepared.executor),
         f"run directory: {run_dir} (not created by --dry-run)",
     ]
+    if prepared.missing_paths:
+        parts += ["", "== input paths not on this machine (the job reads them on the cluster; a submission from a "
+                      "host that shares its filesystem checks them first, and node 0 when the job starts)",
+                  *prepared.missing_paths]
     if isinstance(prepared.executor, SlurmExecutor) and sbatch is not None:
         parts += ["", "== sbatch script", sbatch.rstrip("\n")]
     return "\n".join(parts) + "\n"

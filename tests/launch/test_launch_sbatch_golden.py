@@ -3,17 +3,15 @@
 Update them on purpose with ``UPDATE_GOLDEN=1 .venv/bin/pytest tests/launch -k golden`` and review the diff.
 """
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from ppo.launch.prepare import Request, prepare
 from ppo.launch.slurm import render_sbatch
+from tests.golden import RUN_DIR, assert_matches_golden, normalise
 
 GOLDEN = Path(__file__).parent / "golden"
-RUN_DIR = Path("/shared/runs/toy-20260101-000000")
 
 CASES = {
     "one_node": Request("tests/launch/recipes/toy.py", executor="slurm", overrides=[
@@ -24,20 +22,12 @@ CASES = {
 }
 
 
-def normalise(text: str) -> str:
-    return text.replace(sys.executable, "<PYTHON>")
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_sbatch_matches_golden(case, monkeypatch):
     monkeypatch.chdir(Path(__file__).parents[2])
     prepared = prepare(CASES[case])
     script = normalise(render_sbatch(prepared.executor, prepared.name, RUN_DIR))
-    golden = GOLDEN / f"{case}.sbatch"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.write_text(script)
-    assert golden.exists(), f"missing {golden}: run UPDATE_GOLDEN=1 .venv/bin/pytest tests/launch -k golden"
-    assert script == golden.read_text(), f"{golden} differs; if intended: UPDATE_GOLDEN=1 pytest tests/launch"
+    assert_matches_golden(GOLDEN / f"{case}.sbatch", script)
 
 
 def test_goldens_have_no_machine_paths():

@@ -1,0 +1,116 @@
+"""The shared base of the GPU recipes: DAPO-style PPO with a critic on math (the reference's "ppo_math_1B").
+
+``base_config(name, model, nodes=...)`` returns the whole graph; a recipe (``math_1b.py``, ``qwen2p5_1p5b_gsm8k.py``,
+``dsr1_7b.py``) calls it and changes only what differs.  The values are the recipe facts of
+``shared/notes/formulas.md``:
+
+- 32 prompts × 16 generations a step, 4 PPO epochs (one optimizer step each over the whole batch);
+- GAE with λ 0.95, γ 1, advantages whitened; a critic with value-loss scale 0.4 and value clip 0.2;
+- rewards {0, 1} → {−1, 1}, DAPO's overlong shaping with a 2048-token buffer, DAPO's dynamic sampling;
+- no KL; clip 0.2 / 0.28 (DAPO's clip-higher), dual clip c = 10;
+- learning rates 1e-6 (policy) and 2e-6 (critic); bfloat16 everywhere (the ``DType`` tag);
+- 8192 new tokens in a 10240-token context (the ``MaxSequenceLength`` tag); micro-batches of up to 10240 tokens;
+- DAPO-Math-17k for training, AIME 2024 for validation; a SLURM job of whole 8-GPU nodes.
+
+Paths are where the cluster keeps models and data (:data:`MODELS`, :data:`DATA`), as Hugging Face repository
+layouts; change them per run on the command line (``model.path=/lustre/models/...``).  They need not exist where a
+recipe is dry-run: ``launch.py FILE --dry-run`` lists the ones it cannot find here, a SLURM submission checks them on
+the submitting host, and node 0 checks them again when the job starts.
+"""
+
+from __future__ import annotations
+
+import fiddle as fdl
+
+from ppo.algorithms.estimators import GAE
+from ppo.config.tags import DType, MaxSequenceLength, Seed
+from ppo.experiment import Experiment
+from ppo.launch.executors import SlurmExecutor
+from ppo.models.optim import OptimizerSettings
+from ppo.models.parallel import ParallelConfig
+from ppo.models.sources import HFCheckpoint
+from ppo.rollout.engine import SamplingConfig, VLLMGeneration
+from ppo.tasks import DAPOMathTaskSpec
+from ppo.trainer_settings import PPOSettings, RewardShaping
+from ppo.workers.specs import MegatronCritic, MegatronPolicy, PolicyLoss
+
+MODELS = "/shared/models"
+"""The cluster's model directory: ``<MODELS>/<org>/<name>`` is a HF checkpoint (config.json, safetensors, tokenizer)."""
+DATA = "/shared/data"
+"""The cluster's data directory, one folder per dataset as its Hugging Face repository lays it out."""
+
+DAPO_MATH_17K = f"{DATA}/DAPO-Math-17k/data/dapo-math-17k.parquet"
+AIME_2024 = f"{DATA}/AIME-2024/data/aime-2024.parquet"
+
+MAX_SEQUENCE = 10240
+MAX_NEW_TOKENS = 8192
+
+FUNCTIONAL_GATES = [
+    'max(data["train/token_mult_prob_error"]) < 1.05',
+    '0.79 < min(data["train/probs_ratio_clamped_min"])',
+    'max(data["train/probs_ratio_clamped_max"]) < 1.29',
+    '0 <= min(data["train/critic/loss"]) and max(data["train/critic/loss"]) < 6',
+    'max(data["train/critic/explained_var"]) <= 1.0001',
+    'max(data["train/critic/grad_norm"]) < 150',
+]
+"""The reference's functional nightly gates: trainer and vLLM agree on logprobs, the clipped ratio stays within the
+clip range (0.2 / 0.28), and the critic's loss, explained variance and gradient norm stay sane."""
+
+
+def model_path(hf_id: str) -> str:
+    """Where the cluster keeps the checkpoint of ``org/name``."""
+    return f"{MODELS}/{hf_id}"
+
+
+def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) -> fdl.Config:
+    """DAPO-style PPO on ``model`` (a HF id under :data:`MODELS`) as a SLURM job of ``nodes × gpus_per_node`` GPUs."""
+    dtype = "bfloat16"
+    return fdl.Config(
+        Experiment,
+        name=name,
+        seed=Seed.new(0),
+        model=fdl.Config(HFCheckpoint, path=model_path(model)),
+        task=fdl.Config(DAPOMathTaskSpec, train_path=DAPO_MATH_17K, val_path=AIME_2024),
+        policy=fdl.Config(
+            MegatronPolicy,
+            parallel=fdl.Config(ParallelConfig),
+            optimizer=fdl.Config(OptimizerSettings, lr=1e-6, clip_grad=1.0),
+            loss=fdl.Config(PolicyLoss, clip_low=0.2, clip_high=0.28, dual_clip_c=10.0),
+            micro_batch_tokens=MAX_SEQUENCE,
+            dtype=DType.new(dtype),
+        ),
+        critic=fdl.Config(
+            MegatronCritic,
+            parallel=fdl.Config(ParallelConfig),
+            optimizer=fdl.Config(OptimizerSettings, lr=2e-6, clip_grad=1.0),
+            value_clip=0.2,
+            value_loss_scale=0.4,
+            micro_batch_tokens=MAX_SEQUENCE,
+            dtype=DType.new(dtype),
+        ),
+        generation=fdl.Config(
+            VLLMGeneration,
+            model_path="",  # the run's initial model (model.path)
+            dtype=DType.new(dtype),
+            max_model_len=MaxSequenceLength.new(MAX_SEQUENCE),
+            seed=Seed.new(0),
+            sampling=fdl.Config(SamplingConfig, temperature=1.0, top_p=1.0, max_new_tokens=MAX_NEW_TOKENS),
+        ),
+        advantage=fdl.Config(GAE, gamma=1.0, lam=0.95, whiten_advantages=True),
+        reward_shaping=fdl.Config(RewardShaping, scale=True, source_min=0.0, source_max=1.0, target_min=-1.0,
+                                  target_max=1.0, overlong_buffer=2048, overlong_penalty=1.0),
+        trainer=fdl.Config(
+            PPOSettings,
+            max_steps=500,
+            prompts_per_step=32,
+            generations_per_prompt=16,
+            ppo_epochs=4,
+            num_minibatches=1,
+            val_period=10,
+            checkpoint_period=10,
+            dynamic_sampling=True,
+            max_gen_batches=3,
+        ),
+        executor=fdl.Config(SlurmExecutor, nodes=nodes, gpus_per_node=gpus_per_node, time_minutes=240,
+                            additional_parameters={"exclusive": True}),
+    )

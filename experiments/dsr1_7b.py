@@ -1,0 +1,48 @@
+"""PPO with a critic on long reasoning: DeepSeek-R1-Distill-Qwen-7B on DAPO-Math-17k, AIME 2024 validation, 8 × 8 GPUs.
+
+What differs from the base (``experiments/_base.py``), as the reference runs it:
+
+- a KL penalty to the reference policy of 0.001 as a loss term (k3; the reference model's logprobs are computed);
+- truncated importance sampling against the inference engine's logprobs (``tis``, cap 5);
+- GAE with λ = 1 (γ = 1);
+- the policy on TP 4 × CP 2 with sequence parallelism, the critic on TP 2, vLLM on TP 2;
+- 8 nodes × 8 GPUs, requeued past the 4-hour time limit (up to 12 times) and resumed from the latest checkpoint.
+
+Sequences as in the base: 8192 new tokens in a 10240-token context.
+
+    python launch.py experiments/dsr1_7b.py --dry-run                              # the exact sbatch script
+    python launch.py experiments/dsr1_7b.py policy.optimizer.lr=5e-7 executor.partition=gpu
+"""
+
+import fiddle as fdl
+
+from experiments._base import FUNCTIONAL_GATES, base_config
+
+NIGHTLY = {
+    "step": 40,
+    "checks": [
+        'data["train/reward"]["40"] > 0.3',
+        'data["validation/accuracy"]["40"] > 0.4',
+        *FUNCTIONAL_GATES,
+    ],
+}
+
+
+def config() -> fdl.Config:
+    cfg = base_config("dsr1_7b", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", nodes=8)
+    # KL to the reference policy as a loss term; truncated IS against vLLM's logprobs
+    cfg.policy.loss.kl_coef = 0.001
+    cfg.policy.loss.kl_kind = "k3"
+    cfg.policy.loss.is_correction = "tis"
+    cfg.policy.loss.is_cap = 5.0
+    # GAE with λ = 1
+    cfg.advantage.lam = 1.0
+    # layouts: policy TP 4 × CP 2 with sequence parallelism, critic TP 2, vLLM TP 2
+    cfg.policy.parallel.tensor = 4
+    cfg.policy.parallel.context = 2
+    cfg.policy.parallel.sequence_parallel = True
+    cfg.critic.parallel.tensor = 2
+    cfg.generation.tensor_parallel_size = 2
+    # a long run: requeued past the time limit and resumed from the latest checkpoint
+    cfg.executor.max_requeues = 12
+    return cfg

@@ -1,0 +1,90 @@
+"""Every experiment file: its graph builds and validates, stores as JSON and loads back, and its dry run renders;
+flattened configs and (for SLURM recipes) sbatch scripts match golden files.
+
+Update the goldens on purpose with ``UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/experiments`` and review the
+diff: a changed line is a changed recipe.
+"""
+
+from pathlib import Path
+
+import fiddle as fdl
+import pytest
+
+from ppo.config.printing import diff, flattened_text
+from ppo.config.serialization import from_json, to_json
+from ppo.launch.executors import SlurmExecutor
+from ppo.launch.prepare import Request, prepare
+from ppo.launch.report import dry_run_text
+from ppo.launch.slurm import render_sbatch
+from ppo.nightly.suite import read_nightly
+from tests.experiments.conftest import EXPERIMENTS, REPO
+from tests.golden import assert_matches_golden, normalise
+
+GOLDEN = Path(__file__).parent / "golden"
+GPU_RECIPES = ["dsr1_7b", "math_1b", "qwen2p5_1p5b_gsm8k"]
+
+
+def run_dir(name: str) -> Path:
+    return Path(f"/shared/runs/{name}-20260101-000000")
+
+
+@pytest.fixture(params=EXPERIMENTS, ids=lambda p: p.stem)
+def prepared(request, monkeypatch):
+    monkeypatch.chdir(REPO)
+    return prepare(Request(str(request.param.relative_to(REPO)), dry_run=True))
+
+
+def test_the_gpu_recipes_exist():
+    assert {p.stem for p in EXPERIMENTS} >= {*GPU_RECIPES, "tiny_cpu"}
+
+
+def test_graph_builds_validates_and_round_trips_through_json(prepared):
+    experiment = prepared.experiment
+    experiment.validate()
+    assert isinstance(experiment.resource_plan(), list)
+    loaded = from_json(to_json(prepared.cfg))
+    assert diff(prepared.cfg, loaded) == []
+    assert flattened_text(loaded) == flattened_text(prepared.cfg)
+    assert fdl.build(loaded) == experiment
+
+
+def test_dry_run_renders_config_plan_executor_and_sbatch(prepared):
+    executor, where = prepared.executor, run_dir(prepared.name)
+    sbatch = render_sbatch(executor, prepared.name, where) if isinstance(executor, SlurmExecutor) else None
+    text = dry_run_text(prepared, where, sbatch)
+    assert "== config" in text and "== resource plan" in text and "policy" in text
+    assert f"name = '{prepared.name}'" in text
+    if sbatch is not None:
+        assert f"#SBATCH --nodes={executor.nodes}" in text
+        assert f"#SBATCH --gpus-per-node={executor.gpus_per_node}" in text
+
+
+def test_nightly_checks_parse_and_look_at_a_logged_validation_step(prepared):
+    nightly = prepared.file.nightly
+    assert nightly is not None and nightly["checks"], f"{prepared.file.path} declares no NIGHTLY checks"
+    step, trainer = nightly["step"], prepared.experiment.trainer
+    assert step <= trainer.max_steps
+    assert step % trainer.val_period == 0 or step == trainer.max_steps, "validation metrics are logged at that step"
+    assert read_nightly(prepared.file.path).step == step  # how the nightly runner reads it
+
+
+def test_flattened_config_matches_golden(prepared):
+    assert_matches_golden(GOLDEN / f"{prepared.file.path.stem}.txt", flattened_text(prepared.cfg) + "\n")
+
+
+@pytest.mark.parametrize("recipe", GPU_RECIPES)
+def test_gpu_recipe_is_a_slurm_job_whose_sbatch_matches_golden(recipe, monkeypatch):
+    monkeypatch.chdir(REPO)
+    prepared = prepare(Request(f"experiments/{recipe}.py", dry_run=True))
+    executor = prepared.executor
+    assert isinstance(executor, SlurmExecutor) and executor.gpus_per_node == 8
+    script = normalise(render_sbatch(executor, prepared.name, run_dir(prepared.name)))
+    assert_matches_golden(GOLDEN / f"{recipe}.sbatch", script)
+
+
+def test_goldens_have_no_machine_paths():
+    goldens = list(GOLDEN.iterdir())
+    assert goldens
+    for golden in goldens:
+        text = golden.read_text()
+        assert "/work/" not in text and "/tmp/" not in text and str(Path.home()) + "/" not in text, golden

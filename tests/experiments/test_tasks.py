@@ -1,0 +1,49 @@
+"""The task components the GPU recipes use: DAPO-Math with AIME 2024 validation, GSM8K with a chat template."""
+
+import json
+
+from ppo.data.prompts import DAPO_MATH_TEMPLATE
+from ppo.tasks import DAPOMathTaskSpec, GSM8KTaskSpec
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+def dapo_row(problem: str, answer: str) -> dict:
+    message = {"role": "user", "content": DAPO_MATH_TEMPLATE.format(prompt=problem)}
+    return {"data_source": "math_dapo", "prompt": [message], "ability": "MATH",
+            "reward_model": {"ground_truth": answer, "style": "rule-lean"}}
+
+
+def test_dapo_math_asks_validation_problems_the_way_training_did(tmp_path):
+    train = write_jsonl(tmp_path / "dapo.jsonl", [dapo_row("1+1?", "2"), dapo_row("1+1?", "2"), dapo_row("2+3?", "5")])
+    plain = write_jsonl(tmp_path / "aime.jsonl", [{"ID": "2024-I-1", "Problem": "Find x.", "Answer": "033"},
+                                                  {"ID": "2024-I-2", "Problem": "Find y.", "Answer": 7}])
+    exported = write_jsonl(tmp_path / "aime_dapo.jsonl", [dapo_row("Find x.", "33")])
+    task = DAPOMathTaskSpec(train_path=train, val_path=plain, val_size=1)
+    task.validate()
+    assert task.missing_paths() == []
+    assert [r.ground_truth for r in task.train_records()] == ["2", "5"]  # repeats folded
+    (val,) = task.val_records()
+    assert val.prompt == DAPO_MATH_TEMPLATE.format(prompt="Find x.") and val.ground_truth == "33"
+    already_wrapped = DAPOMathTaskSpec(train_path=train, val_path=exported).val_records()
+    assert [r.prompt for r in already_wrapped] == [DAPO_MATH_TEMPLATE.format(prompt="Find x.")]
+    assert task.template().use_chat_template and task.template().template == "{prompt}"
+
+
+def test_missing_files_are_listed_not_raised_by_validate():
+    task = DAPOMathTaskSpec(train_path="/nowhere/dapo.parquet", val_path="/nowhere/aime.parquet")
+    task.validate()
+    assert task.missing_paths() == ["DAPO-Math file not found: /nowhere/dapo.parquet",
+                                    "AIME 2024 file not found: /nowhere/aime.parquet"]
+    assert GSM8KTaskSpec(train_path="/nowhere/train.jsonl", test_path="/nowhere/test.jsonl").missing_paths() == [
+        "GSM8K file not found: /nowhere/train.jsonl", "GSM8K file not found: /nowhere/test.jsonl"]
+
+
+def test_gsm8k_can_use_the_chat_template():
+    task = GSM8KTaskSpec(train_path="t.jsonl", test_path="v.jsonl", template_text="{prompt} Think.",
+                         use_chat_template=True)
+    assert task.template().use_chat_template and task.template().template == "{prompt} Think."
+    assert not GSM8KTaskSpec().template().use_chat_template

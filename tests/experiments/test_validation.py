@@ -1,0 +1,112 @@
+"""What ``prepare`` refuses in the GPU recipes before anything is created or submitted, and when input paths count.
+
+The rule (:func:`ppo.launch.prepare.paths_required`): local and debug runs need their inputs on this machine, in a
+dry run too; a SLURM submission checks them on the submitting host unless ``executor.check_paths=False``; a SLURM
+dry run only lists the missing ones.  Node 0 checks them again when the job starts (``Experiment.run``).
+"""
+
+import fiddle as fdl
+import pytest
+
+from ppo.config.errors import ConfigError
+from ppo.experiment import ExperimentError
+from ppo.launch.prepare import Request, prepare
+from tests.experiments.conftest import REPO
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+
+def prep(recipe: str, *overrides: str, dry_run: bool = True, executor: str | None = None):
+    return prepare(Request(f"experiments/{recipe}.py", list(overrides), executor=executor, dry_run=dry_run))
+
+
+def refusal(recipe: str, *overrides: str, **kwargs) -> str:
+    with pytest.raises(ConfigError) as err:
+        prep(recipe, *overrides, **kwargs)
+    return str(err.value)
+
+
+def local_inputs(tmp_path) -> list[str]:
+    """Overrides pointing dsr1_7b's model and data at files that exist here."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    for name in ("train.parquet", "aime.parquet"):
+        (tmp_path / name).write_text("")
+    return [f"model.path={tmp_path / 'model'}", f"task.train_path={tmp_path / 'train.parquet'}",
+            f"task.val_path={tmp_path / 'aime.parquet'}"]
+
+
+def test_a_slurm_dry_run_lists_the_inputs_it_cannot_find_here():
+    prepared = prep("dsr1_7b")
+    assert prepared.missing_paths == [
+        "model: model path /shared/models/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B has no config.json (a local HF "
+        "checkpoint directory is needed)",
+        "task: DAPO-Math file not found: /shared/data/DAPO-Math-17k/data/dapo-math-17k.parquet",
+        "task: AIME 2024 file not found: /shared/data/AIME-2024/data/aime-2024.parquet",
+    ]
+
+
+def test_a_slurm_submission_needs_its_inputs_on_the_submitting_host():
+    message = refusal("dsr1_7b", dry_run=False)
+    assert message == ("model: model path /shared/models/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B has no config.json "
+                       "(a local HF checkpoint directory is needed) (and 2 more)")
+
+
+def test_check_paths_false_leaves_them_to_the_job():
+    prepared = prep("dsr1_7b", "executor.check_paths=False", dry_run=False)
+    assert len(prepared.missing_paths) == 3
+
+
+def test_a_local_run_needs_its_inputs_here_in_a_dry_run_too():
+    assert refusal("math_1b", executor="local").startswith("model: model path /shared/models/Qwen/Qwen2.5-1.5B has no")
+
+
+def test_inputs_that_exist_pass_everywhere(tmp_path):
+    inputs = local_inputs(tmp_path)
+    assert prep("dsr1_7b", *inputs, dry_run=False).missing_paths == []
+    assert prep("dsr1_7b", *inputs, executor="local").missing_paths == []
+
+
+def test_the_job_checks_its_inputs_before_starting_the_trainer(tmp_path):
+    experiment = fdl.build(prep("dsr1_7b").cfg)
+    with pytest.raises(ExperimentError, match=r"^model: model path .* \(and 2 more\)$"):
+        experiment.run(tmp_path)
+
+
+def test_gpus_come_from_the_executor():
+    assert prep("dsr1_7b").experiment.gpus == 64
+    assert prep("qwen2p5_1p5b_gsm8k").experiment.gpus == 8
+    assert prep("tiny_cpu").experiment.gpus == 0
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["policy.parallel.context=3"], "policy.parallel: tensor(4) x pipeline(1) x context(3) = 12 does not divide the "
+                                    "64 GPUs"),
+    (["policy.parallel.tensor=16"], "policy.parallel.tensor=16 spans nodes: tensor parallelism must fit in one node "
+                                    "of executor.gpus_per_node=8"),
+    (["executor.gpus_per_node=4", "policy.parallel.tensor=8"], "policy.parallel.tensor=8 spans nodes"),
+    (["generation.tensor_parallel_size=3"], "generation.tensor_parallel_size=3 does not divide "
+                                            "executor.gpus_per_node=8"),
+    (["policy.micro_batch_tokens=4096"], "policy.micro_batch_tokens=4096 cannot hold one sample of up to "
+                                         "generation.max_model_len=10240 tokens"),
+    (["tag:MaxSequenceLength=16384"], "policy.micro_batch_tokens=10240 cannot hold one sample"),
+    (["reward_shaping.overlong_buffer=9000"], "reward_shaping.overlong_buffer=9000 must be in (0, "
+                                              "generation.sampling.max_new_tokens=8192]"),
+    (["trainer.generations_per_prompt=1"], "trainer.dynamic_sampling keeps prompt groups whose rewards differ"),
+    (["policy.loss.is_correction=TIS"], "policy.loss: is_correction must be one of"),
+    (["policy.loss.dual_clip_c=1.0"], "policy.loss: dual_clip_c must be > 1"),
+    (["policy.loss.kl_kind=k4"], "policy.loss.kl_kind must be one of k1, k2, k3, k3+, got 'k4'"),
+    (["trainer.kl_in_reward_coef=0.01"], "KL is on twice"),
+    (["model.path=''"], "model: model path is empty"),
+    (["task.val_path=''"], "task: task.val_path is empty: give the DAPO-Math file"),
+])
+def test_settings_that_cannot_run_are_refused_in_one_line(overrides, message):
+    refused = refusal("dsr1_7b", *overrides)
+    assert message in refused and "\n" not in refused
+
+
+def test_layouts_are_not_checked_against_gpus_a_local_run_does_not_declare(tmp_path):
+    prep("dsr1_7b", *local_inputs(tmp_path), "policy.parallel.context=3", executor="local")
