@@ -7,7 +7,8 @@ name is used again when a job loads its stored copy, so classes defined in the f
 
 Every failure is one line naming the file: missing file, import error (``file:line: Type: message``), no
 ``config()``, ``config()`` raising or returning something else, a malformed ``NIGHTLY``, an unknown fiddler.
-A file that defines ``SWEEP`` is a sweep; :func:`load_experiment` refuses it until sweeps are supported.
+A file that defines ``SWEEP`` is a sweep (``launch.py`` hands it to :mod:`ppo.sweep`); :func:`load_experiment`
+refuses it.
 """
 
 from __future__ import annotations
@@ -169,14 +170,11 @@ class ExperimentFile:
 
 
 def load_experiment(path: str | Path) -> ExperimentFile:
-    """Import an experiment file; sweep files are refused here (see :data:`SWEEPS_SUPPORTED`)."""
+    """Import an experiment file; sweep files are refused here (they are :mod:`ppo.sweep`'s)."""
     path = Path(path)
     module = load_module(path)
     loaded = ExperimentFile(path, module)
-    if loaded.is_sweep and not SWEEPS_SUPPORTED:
-        raise ConfigError(f"sweeps are not supported yet: {path} defines SWEEP")
+    if loaded.is_sweep:
+        raise ConfigError(f"{path} is a sweep file (it defines SWEEP), not an experiment: run it with "
+                          f"python launch.py {path}")
     return loaded
-
-
-SWEEPS_SUPPORTED = False
-"""The hook for the sweep issue: a file with ``SWEEP`` will be handed to ``ppo.sweep`` instead of refused."""

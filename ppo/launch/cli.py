@@ -3,6 +3,9 @@
     python launch.py FILE [path=value ...] [--fiddler F ...] [--executor local|slurm|debug] [--name N]
                      [--run-dir D] [--dry-run] [--graph out.svg] [--yes] [--allow-dirty]
     python launch.py status RUN_DIR [--wait] | logs RUN_DIR | cancel RUN_DIR
+    python launch.py SWEEP_FILE [path=value ...] [--executor local|slurm] [--max-parallel N] [--dry-run] ...
+
+A file that defines ``SWEEP`` is a sweep: its command line is :mod:`ppo.sweep.cli`'s.
 
 Exit status: 0 success (for SLURM: submitted), 2 with one line on stderr for a bad command line or config (nothing
 is created or submitted), 1 when the job itself failed.  Nothing touches the disk before validation passes; then
@@ -37,6 +40,7 @@ EPILOG = """examples:
   python launch.py experiments/tiny_cpu.py --fiddler raw_reward seed=3
   python launch.py experiments/dsr1_7b.py --executor slurm --dry-run    the exact sbatch script
   python launch.py status runs/<run> --wait                          follow a run (also: logs, cancel)
+  python launch.py sweeps/gae_lambda.py --dry-run                    a sweep: trials, differences, resources
 
 exit status: 0 success (SLURM: submitted), 2 bad command line or config (one line on stderr, nothing created),
 1 the job failed"""
@@ -80,11 +84,23 @@ def main(argv: list[str] | None = None) -> int:
             return _run_command(argv[0], argv[1:])
         if not argv:
             raise ConfigError("no experiment file given (usage: python launch.py FILE [path=value ...])")
+        if _sweep_file(argv):
+            from ppo.sweep.cli import main as sweep_main
+
+            return sweep_main(argv)
         args = _launch_parser().parse_intermixed_args(argv)
         return _launch(args, argv)
     except ConfigError as err:
         print(f"launch.py: {err}", file=sys.stderr)
         return 2
+
+
+def _sweep_file(argv: list[str]) -> bool:
+    """Whether the file argument is a sweep file (``SWEEP = ...``, see :mod:`ppo.sweep`), told without running it."""
+    from ppo.sweep.spec import is_sweep_file
+
+    files = [a for a in argv if a.endswith(".py") and not a.startswith("-") and "=" not in a]
+    return bool(files) and is_sweep_file(files[0])
 
 
 def _run_command(command: str, rest: list[str]) -> int:
@@ -101,7 +117,7 @@ def _launch(args: argparse.Namespace, argv: list[str]) -> int:
     from ppo.launch.prepare import Request, prepare
     from ppo.launch.rundir import check_run_dir, default_run_dir
 
-    prepared = prepare(Request(args.file, args.overrides, args.fiddler, args.executor, args.name))
+    prepared = prepare(Request(args.file, args.overrides, args.fiddler, args.executor, args.name, args.dry_run))
     if args.run_dir:
         check_run_dir(args.run_dir)
     run_dir = (args.run_dir or default_run_dir(prepared.name)).absolute()

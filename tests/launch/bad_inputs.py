@@ -47,7 +47,7 @@ CASES: list[tuple[str, str]] = [
      "fdl.Config)"),
     ("config_raises.py", "config_raises.py:3: config() raised KeyError: 'policy'"),
     ("config_returns_dict.py", "config_returns_dict.py: config() returned dict, expected an fdl.Config"),
-    ("sweep.py", "sweeps are not supported yet: sweep.py defines SWEEP"),
+    ("sweep.py", "sweep.py: SWEEP must be ppo.sweep.Sweep(...), got dict"),
     ("bad_nightly.py", "bad_nightly.py: NIGHTLY['checks'][0]: not a valid expression: invalid syntax"),
     ("not_an_experiment.py",
      "not_an_experiment.py: config() builds a dict, which lacks name, executor, seed, validate, resource_plan, run "

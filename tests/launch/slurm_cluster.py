@@ -297,6 +297,15 @@ StorageLoc=slurm_acct_db
         return "\n".join(out)
 
 
+def free_port() -> int:
+    """A free TCP port on loopback (for a job's Ray head)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _stop_pid(proc: subprocess.Popen, timeout: float = 10.0) -> None:
     if proc.poll() is not None:
         return

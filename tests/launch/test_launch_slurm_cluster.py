@@ -7,8 +7,6 @@ a cancel ~20 s.
 
 import json
 import os
-import shutil
-import socket
 import stat
 import subprocess
 import time
@@ -20,37 +18,16 @@ from ppo.launch.executors import executor_from_record
 from ppo.launch.slurm import render_sbatch
 from ppo.metrics import read_records
 from tests.launch.conftest import run_launch
-from tests.launch.slurm_cluster import SlurmCluster, missing_reason
+from tests.launch.slurm_cluster import free_port
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = missing_reason()
-    if reason:
-        pytest.skip(reason)
-    slurm = SlurmCluster()
-    slurm.start()
-    slurm.job_ids = []
-    yield slurm
-    slurm.stop()
-    for job_id in slurm.job_ids:
-        for leftover in Path("/tmp").glob(f"ray-{job_id}-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def submit(cluster, toy, run_dir: Path, *overrides: str, nodes: int = 2) -> str:
     rc, out, err = run_launch(
         str(toy), "--executor", "slurm", "--yes", "--allow-dirty", "--run-dir", str(run_dir),
         f"executor.nodes={nodes}", "executor.gpus_per_node=0", "executor.partition=debug", "executor.time_minutes=5",
-        "executor.signal_delay_s=60", "executor.ray_loopback_base=12", f"executor.ray_port={_free_port()}",
+        "executor.signal_delay_s=60", "executor.ray_loopback_base=12", f"executor.ray_port={free_port()}",
         "executor.ray_start_args=('--num-cpus=1', '--object-store-memory=80000000')", "executor.ray_join_timeout_s=90",
         *overrides, env=cluster.env)
     assert rc == 0, err

@@ -1,0 +1,102 @@
+"""A sweep's results: a table per trial and per configuration, as CSV, Markdown and an HTML page.
+
+    python analysis/sweep_report.py runs/sweeps/<name> [--out DIR] [--top K]
+    python analysis/sweep_report.py runs/sweeps/<name> --export-best experiments/<name>_best.py [--rank R]
+
+Writes into DIR (default SWEEP_DIR/report): trials.csv (one row per trial: swept values, seed, status and reason,
+steps reached, the metric at the sweep's step and its best, step time), configs.csv (one row per configuration,
+seeds aggregated: mean ± std and n, sorted best first), report.md (both tables), and report.html (a self-contained
+page: parallel coordinates of the trials, the metric curves of the K best configurations, both tables).  The tables
+also go to standard output.  It reads the sweep directory only, so it works while the sweep runs.
+
+--export-best writes the winning configuration (or the R-th) as an experiment file that launch.py runs.
+
+Exit status: 0 written; 2 a bad command line or sweep directory, one line on standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+try:
+    import ppo  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ppo.config.errors import ConfigError
+
+PROG = "sweep_report.py"
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep_dir", type=Path, metavar="SWEEP_DIR", help="the sweep directory (runs/sweeps/<name>)")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="where to write the report (default SWEEP_DIR/report)")
+    parser.add_argument("--top", type=int, default=3, metavar="K", help="configurations whose curves are drawn")
+    parser.add_argument("--export-best", type=Path, metavar="FILE.py", help="write the best configuration as an "
+                        "experiment file")
+    parser.add_argument("--rank", type=int, default=1, metavar="R", help="export the R-th configuration instead")
+    return parser
+
+
+def write_report(results, out: Path, top: int) -> list[Path]:
+    from ppo.sweep.page import render
+    from ppo.sweep.results import markdown_table
+
+    out.mkdir(parents=True, exist_ok=True)
+    sweep = results.sweep
+    trial_cols = ["trial", *results.axes, "seed", "status", "steps", "metric", "best", "best_step", "step_time",
+                  "attempts", "reason"]
+    config_cols = ["rank", *results.axes, "mean ± std", "n", "best", "steps", "step_time", "done", "stopped",
+                   "failed", "active", "config_id"]
+    markdown = "\n".join([
+        f"# Sweep {sweep['id']}", "",
+        f"{sweep['metric']} at step {sweep['step']} ({sweep['mode']}); base `{sweep['base']}`; "
+        f"{len(results.trials)} trial(s).", "",
+        "## Configurations (seeds aggregated, best first)", "", markdown_table(results.configs, config_cols), "",
+        "## Trials", "", markdown_table(results.trials, trial_cols), "",
+    ])
+    paths = [out / "trials.csv", out / "configs.csv", out / "report.md", out / "report.html"]
+    results.trials.to_csv(paths[0], index=False)
+    results.configs.to_csv(paths[1], index=False)
+    paths[2].write_text(markdown)
+    paths[3].write_text(render(results, top))
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        from ppo.sweep.results import load_results
+
+        if args.top < 1 or args.rank < 1:
+            raise ConfigError("--top and --rank must be >= 1")
+        results = load_results(args.sweep_dir)
+        if args.export_best is not None:
+            from ppo.sweep.export import export_best
+
+            path = export_best(results, args.export_best, args.rank)
+            print(f"wrote {path}; run it with: python launch.py {path}")
+            return 0
+        paths = write_report(results, args.out or args.sweep_dir / "report", args.top)
+    except ConfigError as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return 2
+    from ppo.sweep.results import markdown_table
+
+    print(markdown_table(results.configs, ["rank", *results.axes, "mean ± std", "best", "steps", "done", "stopped",
+                                           "failed", "active"]))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

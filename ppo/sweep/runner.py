@@ -1,0 +1,319 @@
+"""Running a planned sweep: run directories, submission, polling, early stopping, resume.
+
+One call of :meth:`SweepRunner.run` (what ``launch.py SWEEP_FILE`` does after validation):
+
+1. takes the sweep directory's lock, writes ``sweep.json`` and a copy of the sweep file, and adds every trial of
+   the plan to ``state.json`` (trials already there keep their state);
+2. writes each new trial's run directory exactly as ``launch.py`` writes a run's (:func:`ppo.launch.cli._create`:
+   config, overrides, git state, versions, command line); a run directory that exists is reused as it is, which
+   is how a resubmitted trial resumes from its checkpoints;
+3. catches up with trials an earlier call left running: local jobs still alive are adopted, SLURM jobs are asked
+   about; a trial whose job ended meanwhile gets its outcome;
+4. launches every trial that is ``pending`` without a live job, or ``failed`` (resubmission), once per call:
+   locally ``max_parallel`` at a time, on SLURM as one job array with that concurrency;
+5. polls every ``poll_s`` seconds: outcomes of ended jobs, then the early-stopping rules on the running trials'
+   ``metrics.jsonl`` (:mod:`ppo.sweep.stopping`); a stopped trial is cancelled (local: its process tree killed by
+   PID; SLURM: ``scancel`` through submitit) and recorded with the reason;
+6. ends when no trial is pending or running, printing one line per trial.  ``detach`` (SLURM) returns once the
+   array is submitted; running the same command again re-attaches.
+
+Each trial's ``launch.json`` gets ``"sweep": {"id", "dir", "trial"}``; its wandb group is set by the plan
+(:mod:`ppo.sweep.plan`).
+
+A failing trial never stops the sweep: its error is recorded and the others go on.  The exit status is 0 when
+every trial is done or stopped, 1 when any failed.  Ctrl-C stops local trials (recorded as failed, so the next
+call resumes them) and leaves SLURM trials running.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from ppo.config.errors import ConfigError
+from ppo.launch.rundir import GitState, git_state, read_json, write_json
+from ppo.metrics import MetricsFormatError, load_metrics
+from ppo.sweep import slurm as slurm_trials
+from ppo.sweep.local import LocalTrials, outcome
+from ppo.sweep.plan import PlannedTrial, SweepPlan
+from ppo.sweep.state import FAILED, FINISHED, PENDING, RUNNING, STOPPED, SWEEP_FILE, SweepState, now
+from ppo.sweep.stopping import judge
+
+
+def sweep_record(plan: SweepPlan, sweep_dir: Path) -> dict:
+    loaded, spec = plan.loaded, plan.loaded.spec
+    return {
+        "id": loaded.name,
+        "sweep_file": str(loaded.path.resolve()),
+        "base": str(loaded.base_path.resolve()),
+        "metric": spec.metric, "mode": spec.mode, "step": spec.step,
+        "seed_path": spec.seed_path,
+        "step_time_metric": spec.step_time_metric,
+        "executor": plan.kind,
+        "max_parallel": plan.max_parallel,
+        "common_overrides": [*spec.overrides, *plan.extra_overrides],
+        "fiddlers": list(spec.fiddlers),
+        "axes": list(dict.fromkeys(p for t in plan.trials for p in t.trial.point)),
+        "trials": [{"id": t.trial.id, "config_id": t.trial.config_id, "point": t.trial.point, "seed": t.trial.seed,
+                    "overrides": t.overrides} for t in plan.trials],
+    }
+
+
+class SweepRunner:
+    def __init__(self, plan: SweepPlan, sweep_dir: Path, *, out: TextIO | None = None, poll_s: float | None = None,
+                 detach: bool = False, git: GitState | None = None):
+        self.plan = plan
+        self.dir = Path(sweep_dir).absolute()
+        self.out = out or sys.stdout
+        self.poll_s = poll_s if poll_s is not None else plan.loaded.spec.poll_s
+        self.detach = detach
+        self.git = git
+        self.state = SweepState(self.dir)
+        self.local = LocalTrials()
+        self._metrics: dict[str, tuple[tuple, dict]] = {}
+        self._order = {t.trial.id: t for t in plan.trials}
+
+    # ------------------------------------------------------------------ output
+    def say(self, message: str) -> None:
+        print(f"[sweep {self.plan.loaded.name}] {message}", file=self.out, flush=True)
+
+    def _changed(self, trial_id: str, state: str, reason: str | None = None, **fields) -> None:
+        if self.state.set(trial_id, state, reason, **fields):
+            label = self._order[trial_id].trial.label() if trial_id in self._order else ""
+            self.say(f"{trial_id} {state}{': ' + reason if reason else ''}  [{label}]")
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        self.state.lock()
+        previous = read_json(self.dir / SWEEP_FILE) if (self.dir / SWEEP_FILE).exists() else None
+        if previous is not None and previous.get("id") != self.plan.loaded.name:
+            raise ConfigError(f"{self.dir} holds sweep '{previous.get('id')}', not '{self.plan.loaded.name}'; "
+                              f"choose another --run-dir")
+        if previous is None and self.dir.exists() and any(p.name != ".lock" for p in self.dir.iterdir()):
+            raise ConfigError(f"{self.dir} exists and is not a sweep directory; choose another --run-dir")
+        write_json(self.dir / SWEEP_FILE, sweep_record(self.plan, self.dir))
+        shutil.copyfile(self.plan.loaded.path, self.dir / "sweep.py")
+        for planned in self.plan.trials:
+            trial = planned.trial
+            self.state.add(trial.id, point=trial.point, seed=trial.seed, config_id=trial.config_id,
+                           label=trial.label(), run_dir=f"trials/{trial.id}", executor=self.plan.kind)
+            if (self.state.run_dir(trial.id) / "config.json").exists():
+                self._check_reusable(trial.id, self.state.run_dir(trial.id))
+        git = self.git or git_state()
+        for planned in self.plan.trials:
+            run_dir = self.state.run_dir(planned.trial.id)
+            if not (run_dir / "config.json").exists():
+                self._create(planned, run_dir, git)
+        self.state.save()
+
+    def _check_reusable(self, trial_id: str, run_dir: Path) -> None:
+        """A trial to (re)launch, or to follow, must be of this sweep's kind of executor."""
+        record = self.state.trials[trial_id]
+        if record.get("job_live") and record.get("executor") != self.plan.kind:
+            raise ConfigError(f"trial {trial_id} is running with the {record.get('executor')} executor; follow it "
+                              f"with --executor {record.get('executor')}")
+        if record["state"] in FINISHED or record.get("job_live"):
+            return
+        kind = read_json(run_dir / "launch.json")["executor"]["kind"]
+        if kind != self.plan.kind:
+            raise ConfigError(f"trial {trial_id} was prepared for the {kind} executor in {run_dir}; run the sweep "
+                              f"with --executor {kind}, or in a new directory (--run-dir)")
+
+    def _create(self, planned: PlannedTrial, run_dir: Path, git: GitState) -> None:
+        from ppo.launch.cli import _create
+
+        argv = [str(self.plan.loaded.base_path), *planned.overrides, "--executor", self.plan.kind]
+        if run_dir.exists() and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+        _create(planned.prepared, argv, run_dir, git)
+        record = read_json(run_dir / "launch.json")
+        record["sweep"] = {"id": self.plan.loaded.name, "dir": str(self.dir), "trial": planned.trial.id}
+        write_json(run_dir / "launch.json", record)
+
+    # ------------------------------------------------------------------ job states
+    def _active(self) -> list[str]:
+        """Trials with a job that has not ended (``job_live``): queued or running."""
+        return [t for t, r in self.state.trials.items() if r["state"] in (PENDING, RUNNING) and r.get("job_live")]
+
+    def _slurm_folder(self) -> Path:
+        return self.dir / slurm_trials.FOLDER
+
+    def refresh(self) -> None:
+        """Outcomes of jobs that ended, states of jobs that are queued or running."""
+        active = self._active()
+        if self.plan.is_slurm:
+            jobs = {t: self.state.trials[t]["jobs"][-1]["job_id"] for t in active}
+            states = slurm_trials.poll_states(self._slurm_folder(), list(jobs.values()))
+            for trial_id, job_id in jobs.items():
+                state, reason = slurm_trials.trial_outcome(self.state.run_dir(trial_id), job_id, states[job_id])
+                live = state in (PENDING, RUNNING)
+                self._changed(trial_id, state, reason, job_live=live)
+            return
+        for trial_id in active:
+            if trial_id not in self.local:
+                continue
+            ended = self.local.poll(trial_id)
+            if ended is not None:
+                self._changed(trial_id, ended[0], ended[1], job_live=False, pid=None)
+
+    def catch_up(self) -> None:
+        """Reconnect with what an earlier driver left running (before deciding what to launch)."""
+        for trial_id, record in self.state.trials.items():
+            if record["state"] not in (PENDING, RUNNING) or not record.get("job_live"):
+                continue
+            if record.get("executor") == "local" or not record.get("jobs"):
+                run_dir = self.state.run_dir(trial_id)
+                if self.local.adopt(trial_id, record.get("pid"), run_dir):
+                    self.say(f"{trial_id} still running (pid {record['pid']}); following it")
+                    continue
+                state, reason = outcome(run_dir, None)
+                if state == FAILED:
+                    reason = f"interrupted: {reason}"
+                self._changed(trial_id, state, reason, job_live=False, pid=None)
+        if self.plan.is_slurm:
+            self.refresh()
+
+    # ------------------------------------------------------------------ launching
+    def to_launch(self) -> list[str]:
+        return [t.trial.id for t in self.plan.trials
+                if self.state.trials[t.trial.id]["state"] in (PENDING, FAILED)
+                and not self.state.trials[t.trial.id].get("job_live")]
+
+    def launch_slurm(self, ids: list[str]) -> None:
+        if not ids:
+            return
+        run_dirs = [self.state.run_dir(t) for t in ids]
+        job_ids = slurm_trials.submit_array(self._slurm_folder(), self.plan.loaded.name, run_dirs,
+                                            self.plan.max_parallel)
+        for trial_id, job_id in zip(ids, job_ids):
+            record = self.state.trials[trial_id]
+            jobs = [*record["jobs"], {"job_id": job_id, "submitted": now()}]
+            self._changed(trial_id, PENDING, None, jobs=jobs, job_live=True, attempts=record["attempts"] + 1)
+        first = job_ids[0].split("_")[0]
+        self.say(f"submitted {len(ids)} trial(s) to SLURM as job array {first} "
+                 f"(at most {self.plan.max_parallel} at a time)")
+
+    def launch_local(self, queue: list[str]) -> None:
+        while queue and len(self.local) < self.plan.max_parallel:
+            trial_id = queue.pop(0)
+            record = self.state.trials[trial_id]
+            pid = self.local.start(trial_id, self.state.run_dir(trial_id))
+            self._changed(trial_id, RUNNING, None, pid=pid, job_live=True, attempts=record["attempts"] + 1,
+                          jobs=[*record["jobs"], {"pid": pid, "started": now()}])
+
+    # ------------------------------------------------------------------ early stopping
+    def _data(self, trial_id: str) -> dict:
+        path = self.state.run_dir(trial_id) / "metrics.jsonl"
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return {}
+        key = (stat.st_mtime_ns, stat.st_size)
+        cached = self._metrics.get(trial_id)
+        if cached and cached[0] == key:
+            return cached[1]
+        try:
+            data = load_metrics(path)
+        except (OSError, MetricsFormatError):
+            return cached[1] if cached else {}
+        self._metrics[trial_id] = (key, data)
+        return data
+
+    def apply_stopping(self) -> None:
+        spec = self.plan.loaded.spec
+        if spec.stopping is None:
+            return
+        running = [t for t, r in self.state.trials.items() if r["state"] == RUNNING and r.get("job_live")]
+        if not running:
+            return
+        others = {t: self._data(t) for t in self.state.trials}
+        for trial_id in running:
+            record = self.state.trials[trial_id]
+            verdict = judge(spec.stopping, trial_id, others[trial_id], others, spec.metric, spec.maximize,
+                            record.get("rungs", {}), record.get("gates", []))
+            record["rungs"], record["gates"] = verdict.rungs, verdict.gates
+            if verdict.stop and self.cancel(trial_id):
+                self._changed(trial_id, STOPPED, verdict.reason, job_live=False)
+        self.state.save()
+
+    def cancel(self, trial_id: str) -> bool:
+        """Stop the trial's job; False when it had ended already (its outcome is then recorded, not a stop)."""
+        if self.plan.is_slurm:
+            job_id = self.state.trials[trial_id]["jobs"][-1]["job_id"]
+            try:
+                slurm_trials.cancel(self._slurm_folder(), job_id)
+            except subprocess.CalledProcessError as err:
+                self.say(f"{trial_id}: scancel {job_id} failed ({err}); the next poll records how it ended")
+                return False
+            return True
+        ended = self.local.poll(trial_id)
+        if ended is not None:
+            self._changed(trial_id, ended[0], ended[1], job_live=False, pid=None)
+            return False
+        self.local.stop(trial_id)
+        return True
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> int:
+        try:
+            self.setup()
+            self.catch_up()
+            todo = self.to_launch()
+            done_before = [t.trial.id for t in self.plan.trials if self.state.trials[t.trial.id]["state"] in FINISHED]
+            if done_before:
+                self.say(f"{len(done_before)} trial(s) already finished; skipping them")
+            try:
+                if self.plan.is_slurm:
+                    self.launch_slurm(todo)
+                    if self.detach:
+                        self.say(f"detached; follow it with the same command, or see {self.dir}/state.json")
+                        return 0
+                self._loop(todo)
+            except KeyboardInterrupt:
+                return self._interrupted()
+            return self.summary()
+        finally:
+            self.state.unlock()
+
+    def _loop(self, queue: list[str]) -> None:
+        """Poll until no trial is queued, pending or running; local jobs are checked every second or so."""
+        queue = [] if self.plan.is_slurm else list(queue)
+        tick = self.poll_s if self.plan.is_slurm else min(self.poll_s, 1.0)
+        next_stopping = time.monotonic() + self.poll_s
+        while True:
+            if not self.plan.is_slurm:
+                self.launch_local(queue)
+            if not queue and not self._active():
+                return
+            time.sleep(tick)
+            self.refresh()
+            if time.monotonic() >= next_stopping or self.plan.is_slurm:
+                self.apply_stopping()
+                next_stopping = time.monotonic() + self.poll_s
+
+    def _interrupted(self) -> int:
+        if self.plan.is_slurm:
+            self.say("interrupted; the SLURM trials keep running (run the same command to follow them)")
+            return 0
+        for trial_id in list(self.local.ids()):
+            self.local.stop(trial_id)
+            self._changed(trial_id, FAILED, "interrupted: the sweep driver was stopped (run the sweep again to "
+                                            "resume)", job_live=False, pid=None)
+        self.say("interrupted; running trials were stopped (run the same command to resume them)")
+        return 1
+
+    def summary(self) -> int:
+        counts = self.state.counts()
+        self.say(", ".join(f"{n} {s}" for s, n in counts.items() if n))
+        for planned in self.plan.trials:
+            record = self.state.trials[planned.trial.id]
+            reason = f"  ({record['reason']})" if record.get("reason") else ""
+            print(f"  {planned.trial.id}  {record['state']:<8} {planned.trial.label()}{reason}", file=self.out)
+        print(f"results: python analysis/sweep_report.py {self.dir}", file=self.out, flush=True)
+        failed = [t for t in self._order if self.state.trials[t]["state"] == FAILED]
+        return 1 if failed else 0
+
