@@ -96,6 +96,7 @@ class PPOTrainer:
         from ppo.envs.math_env import MathEnvironment
         from ppo.workers.generation import spawn_generation_worker
         from ppo.workers.group import WorkerGroup
+        from ppo.workers.placement import plan_placement
         from ppo.workers.policy import PolicyWorker
         from ppo.workers.ray_runtime import connect_or_start
         from ppo.workers.value import ValueWorker
@@ -119,8 +120,12 @@ class PPOTrainer:
         self.bad_steps = 0
 
         print(f"[ppo] run dir {self.run_dir}", flush=True)
+        world_sizes = [exp.policy.parallel.model_parallel_size]
+        if self.estimator.needs_critic:
+            world_sizes.append(exp.critic.parallel.model_parallel_size)
+        placement = plan_placement(world_sizes=world_sizes, generation_tp=exp.generation.tensor_parallel_size)
         self.policy = WorkerGroup(PolicyWorker, exp.policy, str(self.model_path), with_reference=needs_reference,
-                                  world_size=exp.policy.parallel.model_parallel_size, seed=exp.seed)
+                                  world_size=world_sizes[0], placement=placement, role="policy", seed=exp.seed)
         resume = self.resume_point()
         if resume is None and cfg.warm_start_steps:
             self.warm_start()
@@ -131,8 +136,9 @@ class PPOTrainer:
                 critic_init = self.policy.call("export")  # the critic starts from the (warm-started) policy
             self.critic = WorkerGroup(ValueWorker, exp.critic, str(exp.critic.model_path or self.model_path),
                                       hf_state=critic_init, world_size=exp.critic.parallel.model_parallel_size,
-                                      seed=exp.seed)
-        self.engine = spawn_generation_worker(exp.generation_for(self.model_path), num_cpus=0.5)
+                                      placement=placement, role="critic", seed=exp.seed)
+        self.engine = spawn_generation_worker(exp.generation_for(self.model_path),
+                                              **placement.options("generation", 0))
         if resume is not None:
             self.load(resume)
         self.refit()
@@ -415,7 +421,10 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
+        from ppo.launch import preemption
+
         cfg = self.cfg
+        preemption.stoppable()
         self.setup()
         try:
             if self.step == 0:
@@ -440,6 +449,11 @@ class PPOTrainer:
                 self.report(metrics)
                 if self.step % cfg.checkpoint_period == 0 or self.step == cfg.max_steps:
                     self.save(metrics.get(cfg.best_metric))
+                elif preemption.STOP.is_set():
+                    self.save(metrics.get(cfg.best_metric))
+                if preemption.STOP.is_set() and self.step < cfg.max_steps:
+                    raise preemption.Preempted(f"stopped after step {self.step} for a requeue; checkpoint "
+                                               f"{self.checkpoint_dir(self.step)} is complete")
         finally:
             self.close()
 

@@ -60,9 +60,14 @@ def run_job(run_dir: str | Path, attempt: int | None = None) -> None:
         previous = read_json(run_dir / STATUS_FILE) if (run_dir / STATUS_FILE).exists() else {}
         attempt = int(previous.get("attempt", 0)) + 1
     write_status(run_dir, "RUNNING", attempt=attempt)
+    from ppo.launch.preemption import Preempted
+
     try:
         experiment = fdl.build(load_stored_config(run_dir))
         experiment.run(run_dir)
+    except Preempted as err:
+        write_status(run_dir, "PREEMPTED", error=describe(err))
+        raise
     except Exception as err:
         write_status(run_dir, "FAILED", error=describe(err))
         raise

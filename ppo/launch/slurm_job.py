@@ -17,8 +17,9 @@ Node addresses: ``ray_loopback_base`` pins node *i* to ``127.0.0.(base+i)`` (tes
 otherwise Ray picks the node's address and the head's is read from its ``Local node IP`` line.
 
 Preemption / time limit: SLURM's SIGUSR2 reaches the tasks; submitit's handler on node 0 calls
-:meth:`SlurmJob.checkpoint` (the same job, the same run directory) and ``scontrol requeue``.  The requeued job runs
-all of the above again, and ``run(run_dir)`` resumes from the trainer's latest checkpoint.
+:meth:`SlurmJob.checkpoint`, which lets the trainer (running in a driver thread) finish its step and write a
+checkpoint (:mod:`ppo.launch.preemption`), then ``scontrol requeue``.  The requeued job runs all of the above again,
+and ``run(run_dir)`` resumes from that checkpoint.
 """
 
 from __future__ import annotations
@@ -43,13 +44,22 @@ NODE_IP_LINE = re.compile(r"Local node IP: (\S+)")
 
 
 class SlurmJob(submitit.helpers.Checkpointable):
-    """The submitted callable; its default ``checkpoint`` resubmits itself, which is all a requeue needs."""
+    """The submitted callable.  On SLURM's signal, ``checkpoint`` first lets the trainer finish its step and write a
+    checkpoint (:mod:`ppo.launch.preemption`), then resubmits the same job, which is all a requeue needs."""
 
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
 
     def __call__(self) -> None:
         run_node(Path(self.run_dir))
+
+    def checkpoint(self, *args, **kwargs):
+        from ppo.launch.preemption import request_stop
+
+        settings = executor_from_record(read_json(Path(self.run_dir) / "launch.json")["executor"])
+        stopped = request_stop(grace_s=max(settings.signal_delay_s - 20, 5))
+        _say("the driver checkpointed and stopped; requeueing" if stopped else "requeueing")
+        return super().checkpoint(*args, **kwargs)
 
 
 class RayNode:
@@ -174,6 +184,7 @@ def run_node(run_dir: Path) -> None:
 
 def _run_head(run_dir, rendezvous, settings, args, log, nodes, timeout, attempt, token) -> None:
     from ppo.launch.job import run_job
+    from ppo.launch.preemption import run_stoppable
 
     if settings.ray_auth_mode == "token":
         _write_private(token, secrets.token_hex(32))
@@ -187,7 +198,7 @@ def _run_head(run_dir, rendezvous, settings, args, log, nodes, timeout, attempt,
         _wait_for(lambda: _joined(rendezvous, nodes), timeout, f"{nodes - 1} Ray worker node(s) to join")
         os.environ["RAY_ADDRESS"] = address
         _say(f"all {nodes} node(s) joined; running the driver (attempt {attempt + 1})")
-        run_job(run_dir, attempt=attempt + 1)
+        run_stoppable(lambda: run_job(run_dir, attempt=attempt + 1))
         _say("driver finished")
     finally:
         (rendezvous / "done").touch()

@@ -30,8 +30,10 @@ class GenerationWorker:
         return True
 
 
-def spawn_generation_worker(cfg: VLLMGeneration, *, num_cpus: float = 1, num_gpus: float = 0, **options):
-    """Start a ``GenerationWorker`` actor and wait until its engine is up (errors surface here, not later)."""
-    actor = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, **options)(GenerationWorker).remote(cfg)
+def spawn_generation_worker(cfg: VLLMGeneration, **options):
+    """Start a ``GenerationWorker`` actor (``options``: Ray actor options, default one CPU) and wait until its engine
+    is up (errors surface here, not later)."""
+    options = {"num_cpus": 1, "num_gpus": 0, **options}
+    actor = ray.remote(GenerationWorker).options(**options).remote(cfg)
     ray.get(actor.ready.remote())
     return actor

@@ -18,12 +18,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class WorkerGroup:
-    def __init__(self, worker_cls, *args, world_size: int = 1, num_cpus: float = 0.5, num_gpus: float = 0,
-                 seed: int = 0, **kwargs):
+    def __init__(self, worker_cls, *args, world_size: int = 1, placement=None, role: str = "policy", seed: int = 0,
+                 **kwargs):
+        """``placement`` (``ppo.workers.placement.Placement``) decides each rank's resources; default: CPU shares."""
+        from ppo.workers.placement import Placement
+
+        placement = placement or Placement()
         port = free_port()
-        remote_cls = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_concurrency=1)(worker_cls)
+        remote_cls = ray.remote(max_concurrency=1)(worker_cls)
         self.actors = [
-            remote_cls.remote(*args, rank=rank, world_size=world_size, master_port=port, seed=seed, **kwargs)
+            remote_cls.options(**placement.options(role, rank)).remote(
+                *args, rank=rank, world_size=world_size, master_port=port, seed=seed, **kwargs)
             for rank in range(world_size)
         ]
         self.call("ready")
