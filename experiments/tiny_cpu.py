@@ -1,6 +1,6 @@
 """The embedded default: PPO with a critic on 2-digit addition, a 0.6M-parameter Qwen2 on a laptop CPU.
 
-    python launch.py experiments/tiny_cpu.py                                  # about 5 minutes on 2 cores
+    python launch.py experiments/tiny_cpu.py                                  # about 4 minutes on 2 cores
     python launch.py experiments/tiny_cpu.py trainer.max_steps=20             # a quicker look
     python launch.py experiments/tiny_cpu.py --fiddler raw_reward             # the same without a critic
 
@@ -8,6 +8,10 @@ A random Qwen2-architecture model is created in the run directory, warm-started 
 teach the answer format (it stays far from solving the task), then trained with PPO: vLLM samples 4 answers
 per prompt, the math verifier scores them, the critic (initialised from the warm-started policy) gives V, GAE
 turns rewards into advantages, and the actor and critic are updated on Megatron-Core.
+
+``seed`` sets the data order, the warm-start batches and the sampling; ``model.seed`` the random initial model
+(a stand-in for the pretrained checkpoint, which a seed should not change).  The warm start's landing point varies
+with the seed and sets the pace of PPO (see the README's seed table).
 """
 
 import fiddle as fdl
