@@ -147,7 +147,7 @@ class Experiment:
         A component that reads files says which are missing with its own ``missing_paths()``.
         """
         problems = []
-        for name, part in [("model", self.model), ("task", self.task)]:
+        for name, part in [("model", self.model), ("task", self.task), ("trainer", self.trainer)]:
             problems += [f"{name}: {line}" for line in getattr(part, "missing_paths", list)()]
         critic_path = self.critic.model_path
         if self.advantage.needs_critic and critic_path and not (Path(critic_path) / "config.json").is_file():

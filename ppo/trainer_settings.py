@@ -57,6 +57,13 @@ class PPOSettings:
     wandb_project: str = "ppo"
     wandb_group: str | None = None  # e.g. the sweep id, so wandb groups a sweep's trials
 
+    def missing_paths(self) -> list[str]:
+        """``trainer.resume`` given as a path that is not a checkpoint here (checked where the run will read it)."""
+        if self.resume in ("auto", "never") or (Path(self.resume) / "trainer_state.json").is_file():
+            return []
+        return [f"trainer.resume={self.resume!r} is neither 'auto', 'never' nor a checkpoint directory "
+                "(one holding trainer_state.json)"]
+
     def validate(self) -> None:
         for name in ("max_steps", "prompts_per_step", "generations_per_prompt", "ppo_epochs", "num_minibatches",
                      "val_period", "checkpoint_period", "keep_checkpoints", "max_bad_steps_in_a_row",
@@ -65,9 +72,6 @@ class PPOSettings:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
         if self.best_mode not in ("max", "min"):
             raise ValueError(f"trainer.best_mode must be 'max' or 'min', got {self.best_mode!r}")
-        if self.resume not in ("auto", "never") and not (Path(self.resume) / "trainer_state.json").is_file():
-            raise ValueError(f"trainer.resume={self.resume!r} is neither 'auto', 'never' nor a checkpoint directory "
-                             "(one holding trainer_state.json)")
         if self.wandb_mode not in ("online", "offline", "disabled"):
             raise ValueError(f"trainer.wandb_mode must be 'online', 'offline' or 'disabled', got {self.wandb_mode!r}")
         if self.num_minibatches > self.prompts_per_step * self.generations_per_prompt:

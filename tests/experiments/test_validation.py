@@ -110,3 +110,13 @@ def test_settings_that_cannot_run_are_refused_in_one_line(overrides, message):
 
 def test_layouts_are_not_checked_against_gpus_a_local_run_does_not_declare(tmp_path):
     prep("dsr1_7b", *local_inputs(tmp_path), "policy.parallel.context=3", executor="local")
+
+
+def test_a_resume_path_follows_the_same_rule(tmp_path):
+    """``trainer.resume=PATH`` is an input too: listed by a SLURM dry run, required here for a local run."""
+    missing = "trainer: trainer.resume='/shared/runs/old/checkpoints/step_000100' is neither 'auto', 'never' nor"
+    prepared = prep("dsr1_7b", "trainer.resume='/shared/runs/old/checkpoints/step_000100'")
+    assert prepared.missing_paths[-1].startswith(missing)
+    assert refusal("tiny_cpu", "trainer.resume='/shared/runs/old/checkpoints/step_000100'").startswith(missing)
+    (tmp_path / "trainer_state.json").write_text("{}")
+    assert prep("tiny_cpu", f"trainer.resume='{tmp_path}'").missing_paths == []
