@@ -125,10 +125,16 @@ class Experiment:
         if self.policy.parallel.pipeline != 1 or self.critic.parallel.pipeline != 1:
             raise ExperimentError("pipeline parallelism is not supported by the PPO workers yet: set "
                                   "parallel.pipeline=1")
+        for group, spec in self._model_groups():
+            if spec.data_parallel < 1:
+                raise ExperimentError(f"{group}.data_parallel must be >= 1, got {spec.data_parallel}")
         gpus, per_node = self.gpus, self.gpus_per_node
         if not gpus:
             return
         for group, spec in self._model_groups():
+            if spec.world_size > gpus:
+                raise ExperimentError(f"{group}: tensor × pipeline × context × data_parallel = {spec.world_size} "
+                                      f"processes, more than the job's {gpus} GPUs; lower {group}.data_parallel")
             try:
                 spec.parallel.validate(gpus, for_launch_here=False)
             except ValueError as err:
@@ -164,11 +170,11 @@ class Experiment:
 
     def resource_plan(self) -> list[dict]:
         """Worker groups and what they hold, for dry runs (colocated on the same GPUs)."""
-        plan = [{"group": "policy", "processes": self.policy.parallel.model_parallel_size,
-                 **dataclasses.asdict(self.policy.parallel)}]
+        plan = [{"group": "policy", "processes": self.policy.world_size, **dataclasses.asdict(self.policy.parallel),
+                 "data": self.policy.data_parallel}]
         if self.advantage.needs_critic:
-            plan.append({"group": "critic", "processes": self.critic.parallel.model_parallel_size,
-                         **dataclasses.asdict(self.critic.parallel)})
+            plan.append({"group": "critic", "processes": self.critic.world_size,
+                         **dataclasses.asdict(self.critic.parallel), "data": self.critic.data_parallel})
         plan.append({"group": "generation", "processes": self.generation.tensor_parallel_size,
                      "tensor": self.generation.tensor_parallel_size})
         return plan

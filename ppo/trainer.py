@@ -120,9 +120,9 @@ class PPOTrainer:
         self.bad_steps = 0
 
         print(f"[ppo] run dir {self.run_dir}", flush=True)
-        world_sizes = [exp.policy.parallel.model_parallel_size]
+        world_sizes = [exp.policy.world_size]
         if self.estimator.needs_critic:
-            world_sizes.append(exp.critic.parallel.model_parallel_size)
+            world_sizes.append(exp.critic.world_size)
         placement = plan_placement(world_sizes=world_sizes, generation_tp=exp.generation.tensor_parallel_size)
         self.policy = WorkerGroup(PolicyWorker, exp.policy, str(self.model_path), with_reference=needs_reference,
                                   world_size=world_sizes[0], placement=placement, role="policy", seed=exp.seed)
@@ -135,7 +135,7 @@ class PPOTrainer:
             if exp.critic.model_path is None:
                 critic_init = self.policy.call("export")  # the critic starts from the (warm-started) policy
             self.critic = WorkerGroup(ValueWorker, exp.critic, str(exp.critic.model_path or self.model_path),
-                                      hf_state=critic_init, world_size=exp.critic.parallel.model_parallel_size,
+                                      hf_state=critic_init, world_size=exp.critic.world_size,
                                       placement=placement, role="critic", seed=exp.seed)
         self.engine = spawn_generation_worker(exp.generation_for(self.model_path),
                                               **placement.options("generation", 0))

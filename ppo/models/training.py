@@ -116,7 +116,7 @@ class ModelTrainer:
         grad_norm, skipped = self._clip_and_update()
         if not skipped:
             self.steps_done += 1
-        reduced = reduce_microbatch_metrics(pieces)
+        reduced = reduce_microbatch_metrics(_gather_over_data_parallel(pieces))
         reduced.update({"grad_norm": grad_norm, "lr": lr, "skipped": float(skipped)})
         return reduced
 
@@ -140,3 +140,16 @@ class ModelTrainer:
                     clip_grad_by_total_norm_fp32(parameters, max_norm=self.settings.clip_grad, total_norm=grad_norm)
         self.optimizer.step_with_ready_grads()
         return grad_norm, False
+
+
+def _gather_over_data_parallel(pieces: list[dict]) -> list[dict]:
+    """Every data-parallel rank's micro-batch metrics, so that each rank reduces the whole minibatch's (the pieces
+    are normalised by global counts: summing them over ranks gives the full-batch values)."""
+    from megatron.core import parallel_state
+
+    if not torch.distributed.is_initialized() or parallel_state.get_data_parallel_world_size() == 1:
+        return pieces
+    plain = [{k: float(torch.as_tensor(v).detach().double().cpu()) for k, v in p.items()} for p in pieces]
+    gathered: list = [None] * parallel_state.get_data_parallel_world_size()
+    torch.distributed.all_gather_object(gathered, plain, group=parallel_state.get_data_parallel_group())
+    return [p for rank in gathered for p in rank]

@@ -23,11 +23,17 @@ class MegatronModelSpec:
     """What a Megatron worker group builds: parallel layout, optimizer, micro-batching, dtype."""
 
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    data_parallel: int = 1  # replicas of the tensor × pipeline × context layout; each trains on its share of rows
     optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
     micro_batch_tokens: int = 8192
     logprob_chunk_size: int = 1024
     dtype: str = "float32"
     num_threads: int | None = None
+
+    @property
+    def world_size(self) -> int:
+        """Processes (GPUs) of the group: ``tensor × pipeline × context × data_parallel``."""
+        return self.parallel.model_parallel_size * self.data_parallel
 
     @property
     def torch_dtype(self) -> torch.dtype:
