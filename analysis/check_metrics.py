@@ -50,13 +50,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--step-needed",
         metavar="N",
-        type=_non_negative_int,
+        type=non_negative_int,
         help="INFRA-FAIL every check unless the run logged step N (for checks such as mean(d) that name no step)",
     )
     return parser
 
 
-def _non_negative_int(text: str) -> int:
+def non_negative_int(text: str) -> int:
+    """argparse type for a step number (also used by nightly.py)."""
     try:
         value = int(text)
     except ValueError:

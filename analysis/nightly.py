@@ -50,6 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from check_metrics import non_negative_int  # noqa: E402 - the sibling script (analysis/ is on sys.path)
 from ppo.metrics.expressions import ExpressionError, parse_check
 from ppo.nightly.baseline import run_baseline
 from ppo.nightly.history import HistoryError, check_name
@@ -112,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--night", help="night label (default: the UTC date metrics.jsonl was last written)")
     rec.add_argument("--experiment", type=Path, help="experiment file whose NIGHTLY checks to apply")
     rec.add_argument("--check", action="append", metavar="EXPR", help="a check expression (repeatable)")
-    rec.add_argument("--step", type=_non_negative_int, help="the step the checks need")
+    rec.add_argument("--step", type=non_negative_int, help="the step the checks need")
     rec.add_argument("--commit", help="git commit of the run, when RUN_DIR/git.json lacks it")
     rec.add_argument("--wandb-url")
     rec.add_argument("--wall-time", type=float, metavar="SECONDS")
@@ -120,19 +121,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
+    value = non_negative_int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
 
 

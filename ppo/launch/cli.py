@@ -157,25 +157,16 @@ def _launch(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _submit(prepared, args, argv, run_dir: Path) -> int:
-    from ppo.launch.rundir import REPO_ROOT, git_state
     from ppo.launch.slurm import submit
 
-    if shutil.which("sbatch") is None:
-        raise ConfigError("the SLURM executor needs sbatch on this machine (not found on PATH); --dry-run shows "
-                          "the script without it")
-    git = git_state(REPO_ROOT)
-    if git.dirty and not args.allow_dirty:
-        raise ConfigError(f"the git tree at {REPO_ROOT} has uncommitted changes; commit them or pass "
-                          f"--allow-dirty (the diff is saved in the run directory)")
     executor = prepared.executor
-    if not args.yes:
-        what = f"{executor.nodes} node(s) x {executor.gpus_per_node} GPU(s) for {executor.time_minutes} min"
-        if not sys.stdin.isatty():
-            raise ConfigError(f"submitting {what} to SLURM needs confirmation: pass --yes")
-        answer = input(f"submit '{prepared.name}' ({what}, partition {executor.partition or 'default'})? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("not submitted")
-            return 0
+    what = f"{executor.nodes} node(s) x {executor.gpus_per_node} GPU(s) for {executor.time_minutes} min"
+    git = check_slurm_submission(
+        args, shown_by_dry_run="the script", diff_saved_in="the run directory", subject=what,
+        question=f"submit '{prepared.name}' ({what}, partition {executor.partition or 'default'})? [y/N] ")
+    if git is None:
+        print("not submitted")
+        return 0
     _create(prepared, argv, run_dir, git)
     try:
         job_id = submit(executor, prepared.name, run_dir)
@@ -185,6 +176,30 @@ def _submit(prepared, args, argv, run_dir: Path) -> int:
     print(f"run directory: {run_dir}\nsubmitted SLURM job {job_id}; follow it with: python launch.py status "
           f"{run_dir} (logs, cancel)")
     return 0
+
+
+def check_slurm_submission(args: argparse.Namespace, *, shown_by_dry_run: str, diff_saved_in: str, subject: str,
+                           question: str):
+    """What must hold before anything goes to SLURM (a run or a sweep): ``sbatch`` on this machine, a clean tree
+    (or ``--allow-dirty``), and the user's yes (``--yes``, or an answer on a terminal).
+
+    Returns the git state to record, or None when the user answered no.
+    """
+    from ppo.launch.rundir import REPO_ROOT, git_state
+
+    if shutil.which("sbatch") is None:
+        raise ConfigError("the SLURM executor needs sbatch on this machine (not found on PATH); --dry-run shows "
+                          f"{shown_by_dry_run} without it")
+    git = git_state(REPO_ROOT)
+    if git.dirty and not args.allow_dirty:
+        raise ConfigError(f"the git tree at {REPO_ROOT} has uncommitted changes; commit them or pass "
+                          f"--allow-dirty (the diff is saved in {diff_saved_in})")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError(f"submitting {subject} to SLURM needs confirmation: pass --yes")
+        if input(question).strip().lower() not in ("y", "yes"):
+            return None
+    return git
 
 
 def _create(prepared, argv: list[str], run_dir: Path, git=None) -> None:

@@ -17,7 +17,6 @@ or sweep (one line on stderr, nothing created).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -68,7 +67,7 @@ def main(argv: list[str]) -> int:
     if args.detach and not plan.is_slurm:
         raise ConfigError("--detach is for SLURM sweeps (local trials are children of this process)")
     git = _check_slurm(plan, args) if plan.is_slurm else None
-    if git is False:
+    if plan.is_slurm and git is None:
         print("not submitted")
         return 0
     from ppo.sweep.runner import SweepRunner
@@ -87,23 +86,11 @@ def _sbatch(plan, sweep_dir: Path) -> str | None:
 
 
 def _check_slurm(plan, args):
-    """The git state to record, after the same checks as a single SLURM run; False when the user said no."""
-    from ppo.launch.rundir import REPO_ROOT, git_state
+    """The git state to record, after the same checks as a single SLURM run; None when the user said no."""
+    from ppo.launch.cli import check_slurm_submission
     from ppo.sweep.dryrun import resources_text
 
-    if shutil.which("sbatch") is None:
-        raise ConfigError("the SLURM executor needs sbatch on this machine (not found on PATH); --dry-run shows "
-                          "the sweep without it")
-    git = git_state(REPO_ROOT)
-    if git.dirty and not args.allow_dirty:
-        raise ConfigError(f"the git tree at {REPO_ROOT} has uncommitted changes; commit them or pass "
-                          f"--allow-dirty (the diff is saved in every trial's run directory)")
-    if not args.yes:
-        what = resources_text(plan)[-1] if plan.loaded.spec.budget is None else resources_text(plan)[-2]
-        if not sys.stdin.isatty():
-            raise ConfigError(f"submitting the sweep ({len(plan.trials)} trials) to SLURM needs confirmation: pass "
-                              f"--yes")
-        answer = input(f"{what}\nsubmit sweep '{plan.loaded.name}'? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            return False
-    return git
+    what = resources_text(plan)[-1] if plan.loaded.spec.budget is None else resources_text(plan)[-2]
+    return check_slurm_submission(
+        args, shown_by_dry_run="the sweep", diff_saved_in="every trial's run directory",
+        subject=f"the sweep ({len(plan.trials)} trials)", question=f"{what}\nsubmit sweep '{plan.loaded.name}'? [y/N] ")
