@@ -297,6 +297,14 @@ StorageLoc=slurm_acct_db
         return "\n".join(out)
 
 
+def slurm(cluster, *argv: str) -> str:
+    """Run a SLURM client command (``squeue``, ``scancel``, ``scontrol``) against ``cluster``; its stdout."""
+    import os
+
+    return subprocess.run(list(argv), env={**os.environ, **cluster.env}, capture_output=True, text=True,
+                          check=True, timeout=30).stdout
+
+
 def free_port() -> int:
     """A free TCP port on loopback (for a job's Ray head)."""
     import socket

@@ -6,10 +6,7 @@ a cancel ~20 s.
 """
 
 import json
-import os
 import stat
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,8 @@ from ppo.launch.executors import executor_from_record
 from ppo.launch.slurm import render_sbatch
 from ppo.metrics import read_records
 from tests.launch.conftest import run_launch
-from tests.launch.slurm_cluster import free_port
+from tests.launch.slurm_cluster import free_port, slurm
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -39,11 +37,6 @@ def submit(cluster, toy, run_dir: Path, *overrides: str, nodes: int = 2) -> str:
 
 def wait_status(cluster, run_dir: Path, timeout: float = 150):
     return run_launch("status", str(run_dir), "--wait", env=cluster.env, timeout=timeout)
-
-
-def slurm(cluster, *argv: str) -> str:
-    return subprocess.run(list(argv), env={**os.environ, **cluster.env}, capture_output=True, text=True,
-                          check=True, timeout=30).stdout
 
 
 def test_two_node_job_brings_up_a_ray_cluster_and_runs_the_driver(cluster, toy, tmp_path):
@@ -83,9 +76,9 @@ def test_a_ray_start_failure_surfaces_through_status(cluster, toy, tmp_path):
 def test_a_preempted_job_is_requeued_and_runs_again_in_the_same_run_dir(cluster, toy, tmp_path):
     run_dir = tmp_path / "preempt"
     job_id = submit(cluster, toy, run_dir, "mode=preempt")
-    _wait(lambda: (run_dir / "preempt-marker").exists(), 90, "the first attempt to start")
+    wait_for(lambda: (run_dir / "preempt-marker").exists(), 90, "the first attempt to start")
     slurm(cluster, "scancel", "--signal=USR2", job_id)
-    _wait(lambda: slurm(cluster, "squeue", "-h", "-j", job_id, "-o", "%T").strip() == "PENDING", 60, "the requeue")
+    wait_for(lambda: slurm(cluster, "squeue", "-h", "-j", job_id, "-o", "%T").strip() == "PENDING", 60, "the requeue")
     slurm(cluster, "scontrol", "update", f"JobId={job_id}", "StartTime=now")
     rc, out, _ = wait_status(cluster, run_dir)
     assert (rc, out) == (0, f"{run_dir}: SLURM job {job_id} (attempt 2) COMPLETED\n")
@@ -96,16 +89,8 @@ def test_a_preempted_job_is_requeued_and_runs_again_in_the_same_run_dir(cluster,
 def test_cancel_stops_a_running_job(cluster, toy, tmp_path):
     run_dir = tmp_path / "cancel"
     job_id = submit(cluster, toy, run_dir, "mode=preempt", nodes=1)
-    _wait(lambda: (run_dir / "preempt-marker").exists(), 90, "the job to start")
+    wait_for(lambda: (run_dir / "preempt-marker").exists(), 90, "the job to start")
     rc, out, _ = run_launch("cancel", str(run_dir), env=cluster.env)
     assert (rc, out) == (0, f"{run_dir}: cancelled SLURM job {job_id}\n")
     rc, out, _ = wait_status(cluster, run_dir)
     assert rc == 1 and out.startswith(f"{run_dir}: SLURM job {job_id} CANCELLED")
-
-
-def _wait(condition, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.5)

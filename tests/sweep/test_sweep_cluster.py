@@ -7,7 +7,6 @@ About 3 minutes: each trial is a 1-node SLURM job that starts a Ray head and run
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from ppo.metrics import read_records
 from tests.launch.slurm_cluster import free_port
 from tests.sweep.conftest import run_launch, state, write_sweep
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -42,16 +42,6 @@ def squeue(cluster, *argv: str) -> str:
 
 def scancel(cluster, job_id: str) -> None:
     subprocess.run(["scancel", job_id], env={**os.environ, **cluster.env}, check=True, timeout=30)
-
-
-def wait_for(condition, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.5)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def steps_logged(sweep_dir: Path, record: dict) -> int:

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 
@@ -14,6 +13,7 @@ from ppo.metrics import read_records
 from ppo.sweep.local import LocalTrials
 from ppo.sweep.state import DONE
 from tests.sweep.conftest import CURVE, REPO, run_launch, state, write_sweep
+from tests.waiting import wait_for
 
 MIXED = '''
 axes=[Points([
@@ -39,16 +39,6 @@ def by_point(trials: dict) -> dict:
 def logged(run_dir) -> list[int]:
     log = run_dir / "metrics.jsonl"
     return [r["step"] for r in read_records(log)] if log.exists() else []
-
-
-def wait_for(condition, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def test_local_sweep_runs_stops_records_failures_and_resumes(tmp_path):
@@ -113,9 +103,10 @@ def test_ctrl_c_stops_local_trials_and_the_next_run_resumes_them(tmp_path):
     driver = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: (sweep_dir / "state.json").exists()
-                 and sum(r["state"] == "running" for r in state(sweep_dir).values()) == 2, 60, "two running trials")
+                 and sum(r["state"] == "running" for r in state(sweep_dir).values()) == 2, 60, "two running trials",
+                 poll_s=0.2)
         wait_for(lambda: all(logged(sweep_dir / r["run_dir"]) for r in state(sweep_dir).values()), 30,
-                 "metrics from both trials")
+                 "metrics from both trials", poll_s=0.2)
         # one driver per sweep
         rc, _, err = run_launch(str(sweep), "--run-dir", str(sweep_dir), cwd=tmp_path)
         assert rc == 2 and f"sweep {sweep_dir} is being run by pid {driver.pid}" in err
@@ -153,7 +144,7 @@ def test_a_trial_left_running_by_a_dead_driver_is_adopted(tmp_path):
     assert not later.adopt("t1", os.getpid(), run_dir)  # a live process, but not that run's job
     assert later.adopt("t1", pid, run_dir)
     assert later.poll("t1") is None
-    assert wait_for(lambda: later.poll("t1"), 30, "the adopted job to end") == ("done", None)
+    assert wait_for(lambda: later.poll("t1"), 30, "the adopted job to end", poll_s=0.2) == ("done", None)
     assert first.poll("t1") == ("done", None)
 
 

@@ -4,40 +4,18 @@ mid-run, checkpoints at the step boundary, is requeued, and the requeued attempt
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
 from ppo.metrics import load_metrics
 from tests.launch.conftest import run_launch
-from tests.launch.slurm_cluster import free_port
+from tests.launch.slurm_cluster import free_port, slurm
+from tests.waiting import wait_for
 
 from .conftest import SHORT_RUN
+from .test_kill_resume import logged_steps
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
-
-def slurm(cluster, *argv: str) -> str:
-    return subprocess.run(list(argv), env={**os.environ, **cluster.env}, capture_output=True, text=True,
-                          check=True, timeout=30).stdout
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.5)
-
-
-def logged_steps(run_dir: Path) -> int:
-    try:
-        return max((int(s) for s in load_metrics(run_dir).get("train/reward", {})), default=0)
-    except (FileNotFoundError, ValueError):
-        return 0
 
 
 def test_a_preempted_ppo_job_checkpoints_at_the_step_and_resumes_after_the_requeue(cluster, tmp_path):
