@@ -10,7 +10,10 @@
 - no KL; clip 0.2 / 0.28 (DAPO's clip-higher), dual clip c = 10;
 - learning rates 1e-6 (policy) and 2e-6 (critic); bfloat16 everywhere (the ``DType`` tag);
 - 8192 new tokens in a 10240-token context (the ``MaxSequenceLength`` tag); micro-batches of up to 10240 tokens;
-- DAPO-Math-17k for training, AIME 2024 for validation; a SLURM job of whole 8-GPU nodes.
+- DAPO-Math-17k for training, AIME 2024 for validation; a SLURM job of whole 8-GPU nodes;
+- every GPU at work, colocated: policy, critic and vLLM take turns on each GPU.  At the base's TP 1 that is
+  ``data_parallel`` = ``num_engines`` = the job's GPUs; a recipe that raises a TP lowers the matching count
+  (the dry run's ``GPUs used: U of N`` line and validation say when a layout leaves GPUs idle).
 
 Paths are where the cluster keeps models and data (:data:`MODELS`, :data:`DATA`), as Hugging Face repository
 layouts; change them per run on the command line (``model.path=/lustre/models/...``).  They need not exist where a
@@ -65,6 +68,7 @@ def model_path(hf_id: str) -> str:
 def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) -> fdl.Config:
     """DAPO-style PPO on ``model`` (a HF id under :data:`MODELS`) as a SLURM job of ``nodes × gpus_per_node`` GPUs."""
     dtype = "bfloat16"
+    gpus = nodes * gpus_per_node
     return fdl.Config(
         Experiment,
         name=name,
@@ -74,6 +78,7 @@ def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) ->
         policy=fdl.Config(
             MegatronPolicy,
             parallel=fdl.Config(ParallelConfig),
+            data_parallel=gpus,
             optimizer=fdl.Config(OptimizerSettings, lr=1e-6, clip_grad=1.0),
             loss=fdl.Config(PolicyLoss, clip_low=0.2, clip_high=0.28, dual_clip_c=10.0),
             micro_batch_tokens=MAX_SEQUENCE,
@@ -82,6 +87,7 @@ def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) ->
         critic=fdl.Config(
             MegatronCritic,
             parallel=fdl.Config(ParallelConfig),
+            data_parallel=gpus,
             optimizer=fdl.Config(OptimizerSettings, lr=2e-6, clip_grad=1.0),
             value_clip=0.2,
             value_loss_scale=0.4,
@@ -91,6 +97,7 @@ def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) ->
         generation=fdl.Config(
             VLLMGeneration,
             model_path="",  # the run's initial model (model.path)
+            num_engines=gpus,
             dtype=DType.new(dtype),
             max_model_len=MaxSequenceLength.new(MAX_SEQUENCE),
             seed=Seed.new(0),

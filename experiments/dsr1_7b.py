@@ -5,7 +5,8 @@ What differs from the base (``experiments/_base.py``), as the reference runs it:
 - a KL penalty to the reference policy of 0.001 as a loss term (k3; the reference model's logprobs are computed);
 - truncated importance sampling against the inference engine's logprobs (``tis``, cap 5);
 - GAE with λ = 1 (γ = 1);
-- the policy on TP 4 × CP 2 with sequence parallelism, the critic on TP 2, vLLM on TP 2;
+- the policy on TP 4 × CP 2 with sequence parallelism (8 replicas, one per node), the critic on TP 2 (32 replicas),
+  32 vLLM engines on TP 2: all 64 GPUs, each shared by a policy rank, a critic rank and an engine rank;
 - 8 nodes × 8 GPUs, requeued past the 4-hour time limit (up to 12 times) and resumed from the latest checkpoint.
 
 Sequences as in the base: 8192 new tokens in a 10240-token context.
@@ -37,12 +38,16 @@ def config() -> fdl.Config:
     cfg.policy.loss.is_cap = 5.0
     # GAE with λ = 1
     cfg.advantage.lam = 1.0
-    # layouts: policy TP 4 × CP 2 with sequence parallelism, critic TP 2, vLLM TP 2
+    # layouts on 64 GPUs: policy TP 4 × CP 2 with sequence parallelism × 8 replicas, critic TP 2 × 32 replicas,
+    # 32 vLLM engines of TP 2
     cfg.policy.parallel.tensor = 4
     cfg.policy.parallel.context = 2
     cfg.policy.parallel.sequence_parallel = True
+    cfg.policy.data_parallel = 8
     cfg.critic.parallel.tensor = 2
+    cfg.critic.data_parallel = 32
     cfg.generation.tensor_parallel_size = 2
+    cfg.generation.num_engines = 32
     # a long run: requeued past the time limit and resumed from the latest checkpoint
     cfg.executor.max_requeues = 12
     return cfg

@@ -59,11 +59,14 @@ def config() -> fdl.Config:
     cfg.critic.value_loss_scale = 1.0
     cfg.critic.value_clip = 0.5
     cfg.critic.optimizer.lr = 1e-5
-    # layouts: policy TP 2 × CP 2 with sequence parallelism, critic TP 2
+    # layouts on the node's 8 GPUs: policy TP 2 × CP 2 with sequence parallelism (2 replicas), critic TP 2
+    # (4 replicas), 8 vLLM engines of one GPU each
     cfg.policy.parallel.tensor = 2
     cfg.policy.parallel.context = 2
     cfg.policy.parallel.sequence_parallel = True
+    cfg.policy.data_parallel = 2
     cfg.critic.parallel.tensor = 2
+    cfg.critic.data_parallel = 4
     # sequences: 512 new tokens in a 1024-token context
     set_tag(cfg, MaxSequenceLength, 1024)
     cfg.generation.sampling.max_new_tokens = 512

@@ -45,6 +45,8 @@ class Experiment:
     trainer: PPOSettings = field(default_factory=PPOSettings)
     executor: Any = None  # ppo.launch executors; None runs locally
     seed: int = 0
+    colocated: bool = True  # policy, critic and vLLM share every GPU (taking turns); False: engines get their own
+    allow_idle_gpus: bool = False  # accept a layout that leaves some of the job's GPUs without work
 
     @property
     def gpus_per_node(self) -> int:
@@ -121,31 +123,52 @@ class Experiment:
                                   "trainer.kl_in_reward_coef (in the reward), not both")
 
     def _validate_layouts(self) -> None:
-        """Parallel layouts against the job's GPUs, when the executor declares them (a SLURM job does)."""
+        """Parallel layouts: the placement plan on the executor's GPUs, and the model's shape against TP and PP."""
         if self.policy.parallel.pipeline != 1 or self.critic.parallel.pipeline != 1:
             raise ExperimentError("pipeline parallelism is not supported by the PPO workers yet: set "
                                   "parallel.pipeline=1")
         for group, spec in self._model_groups():
-            if spec.data_parallel < 1:
-                raise ExperimentError(f"{group}.data_parallel must be >= 1, got {spec.data_parallel}")
-        gpus, per_node = self.gpus, self.gpus_per_node
-        if not gpus:
-            return
-        for group, spec in self._model_groups():
-            if spec.world_size > gpus:
-                raise ExperimentError(f"{group}: tensor × pipeline × context × data_parallel = {spec.world_size} "
-                                      f"processes, more than the job's {gpus} GPUs; lower {group}.data_parallel")
             try:
-                spec.parallel.validate(gpus, for_launch_here=False)
+                spec.parallel.validate(spec.world_size, for_launch_here=False)
             except ValueError as err:
                 raise ExperimentError(f"{group}.parallel: {err}") from None
-            if spec.parallel.tensor > per_node:
-                raise ExperimentError(f"{group}.parallel.tensor={spec.parallel.tensor} spans nodes: tensor "
-                                      f"parallelism must fit in one node of executor.gpus_per_node={per_node}")
-        tp = self.generation.tensor_parallel_size
-        if tp < 1 or per_node % tp:
-            raise ExperimentError(f"generation.tensor_parallel_size={tp} does not divide "
-                                  f"executor.gpus_per_node={per_node}")
+        self.placement_plan()
+        self._validate_architecture()
+
+    def placement_plan(self, nodes: int | None = None, gpus_per_node: int | None = None):
+        """Where every rank runs (:func:`ppo.workers.plan.plan_placement`) on ``nodes × gpus_per_node`` GPUs, by
+        default the executor's; the dry run prints it, and the trainer reserves Ray placement groups from it."""
+        from ppo.workers.plan import EngineLayout, GroupLayout, PlacementError, plan_placement
+
+        groups = [GroupLayout(name, spec.parallel.tensor, spec.parallel.context, spec.parallel.pipeline,
+                              spec.data_parallel) for name, spec in self._model_groups()]
+        try:
+            return plan_placement(
+                nodes=self.executor.nodes if nodes is None and self.executor is not None else nodes or 1,
+                gpus_per_node=self.gpus_per_node if gpus_per_node is None else gpus_per_node,
+                groups=groups,
+                generation=EngineLayout(self.generation.num_engines, self.generation.tensor_parallel_size),
+                colocated=self.colocated, allow_idle_gpus=self.allow_idle_gpus)
+        except PlacementError as err:
+            raise ExperimentError(str(err)) from None
+
+    def _validate_architecture(self) -> None:
+        """Heads, KV groups, FFN width and vocabulary divisible by each group's TP, layers by PP, when the model's
+        shape is known here (a readable ``config.json``, or a model the run generates)."""
+        shape = self.model.shape(self.task) if hasattr(self.model, "shape") else None
+        if shape is None:
+            return
+        layouts = [(f"{group}.parallel.tensor", spec.parallel.tensor, spec.parallel.pipeline)
+                   for group, spec in self._model_groups()]
+        layouts.append(("generation.tensor_parallel_size", self.generation.tensor_parallel_size, 1))
+        for setting, tp, pp in layouts:
+            for name in ("num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size"):
+                value = shape.get(name)
+                if value is not None and value % tp:
+                    raise ExperimentError(f"{setting}={tp} does not divide the model's {name}={value}")
+            if pp > 1 and shape.get("num_hidden_layers") is not None and shape["num_hidden_layers"] % pp:
+                raise ExperimentError(f"{setting.replace('tensor', 'pipeline')}={pp} does not divide the model's "
+                                      f"num_hidden_layers={shape['num_hidden_layers']}")
 
     def missing_paths(self) -> list[str]:
         """The input files the run reads that are not on this machine, one line each (``model: ...``).
@@ -169,14 +192,15 @@ class Experiment:
             raise ExperimentError(problems[0] + more)
 
     def resource_plan(self) -> list[dict]:
-        """Worker groups and what they hold, for dry runs (colocated on the same GPUs)."""
+        """Worker groups and what they hold, for dry runs (where each rank runs: :meth:`placement_plan`)."""
         plan = [{"group": "policy", "processes": self.policy.world_size, **dataclasses.asdict(self.policy.parallel),
                  "data": self.policy.data_parallel}]
         if self.advantage.needs_critic:
             plan.append({"group": "critic", "processes": self.critic.world_size,
                          **dataclasses.asdict(self.critic.parallel), "data": self.critic.data_parallel})
-        plan.append({"group": "generation", "processes": self.generation.tensor_parallel_size,
-                     "tensor": self.generation.tensor_parallel_size})
+        plan.append({"group": "generation", "processes": self.generation.num_engines
+                     * self.generation.tensor_parallel_size, "tensor": self.generation.tensor_parallel_size,
+                     "engines": self.generation.num_engines})
         return plan
 
     def run(self, run_dir: Path) -> None:

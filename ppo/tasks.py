@@ -47,6 +47,12 @@ class ArithmeticTaskSpec:
     def max_answer_tokens(self) -> int:
         return self.digits + len(str(self.num_operands)) + 2
 
+    def vocab_size(self) -> int | None:
+        """Tokens of :meth:`build_tokenizer`'s vocabulary (``<pad> <eos> <bos>`` and the alphabet), without building it."""
+        from ppo.data.arithmetic import ALPHABET
+
+        return 3 + len(ALPHABET)
+
     def validate(self) -> None:
         self._task()
 

@@ -94,12 +94,7 @@ class PPOTrainer:
     def setup(self) -> None:
         from ppo.data import PromptLoader
         from ppo.envs.math_env import MathEnvironment
-        from ppo.workers.generation import spawn_generation_worker
-        from ppo.workers.group import WorkerGroup
-        from ppo.workers.placement import plan_placement
-        from ppo.workers.policy import PolicyWorker
         from ppo.workers.ray_runtime import connect_or_start
-        from ppo.workers.value import ValueWorker
 
         exp, cfg = self.exp, self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -115,34 +110,65 @@ class PPOTrainer:
         self.env = MathEnvironment(num_workers=1)
         self.kl = KLController(cfg.kl_in_reward_coef, target=cfg.kl_target)
         self.estimator = exp.advantage
-        needs_reference = cfg.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0
         self.step = 0
         self.bad_steps = 0
-
         print(f"[ppo] run dir {self.run_dir}", flush=True)
-        world_sizes = [exp.policy.world_size]
-        if self.estimator.needs_critic:
-            world_sizes.append(exp.critic.world_size)
-        placement = plan_placement(world_sizes=world_sizes, generation_tp=exp.generation.tensor_parallel_size)
-        self.policy = WorkerGroup(PolicyWorker, exp.policy, str(self.model_path), with_reference=needs_reference,
-                                  world_size=world_sizes[0], placement=placement, role="policy", seed=exp.seed)
+        self.start_workers()
+        self.metrics = self._open_metrics()
+
+    def start_workers(self) -> None:
+        """Place every rank by the experiment's plan on this Ray cluster, start the groups and engines, first refit."""
+        import ray
+
+        from ppo.workers.generation import EnginePool, start_generation_worker
+        from ppo.workers.group import PolicyGroup, ValueGroup
+        from ppo.workers.placement import cluster_shape, reserve
+        from ppo.workers.refit import Refitter
+
+        exp = self.exp
+        nodes, gpus_per_node = cluster_shape()
+        if exp.gpus and (nodes, gpus_per_node) != (exp.executor.nodes, exp.gpus_per_node):
+            raise TrainingStopped(f"the job was planned for executor.nodes={exp.executor.nodes} × "
+                                  f"executor.gpus_per_node={exp.gpus_per_node} GPUs, but its Ray cluster has {nodes} "
+                                  f"GPU node(s) × {gpus_per_node}")
+        plan = exp.placement_plan(nodes, gpus_per_node)
+        print(f"[ppo] placement ({nodes} node(s) × {gpus_per_node} GPUs):\n{plan.grid()}", flush=True)
+        self.placement = placement = reserve(plan)
+        needs_reference = self.cfg.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0
+        self.policy = PolicyGroup(exp.policy, str(self.model_path), with_reference=needs_reference,
+                                  placement=placement, seed=exp.seed)
         resume = self.resume_point()
-        if resume is None and cfg.warm_start_steps:
+        if resume is None and self.cfg.warm_start_steps:
             self.warm_start()
         self.critic = None
         if self.estimator.needs_critic:
             critic_init = None
             if exp.critic.model_path is None:
-                critic_init = self.policy.call("export")  # the critic starts from the (warm-started) policy
-            self.critic = WorkerGroup(ValueWorker, exp.critic, str(exp.critic.model_path or self.model_path),
-                                      hf_state=critic_init, world_size=exp.critic.world_size,
-                                      placement=placement, role="critic", seed=exp.seed)
-        self.engine = spawn_generation_worker(exp.generation_for(self.model_path),
-                                              **placement.options("generation", 0))
+                critic_init = self.policy.export()  # the critic starts from the (warm-started) policy
+            self.critic = ValueGroup(exp.critic, str(exp.critic.model_path or self.model_path),
+                                     hf_state=critic_init, placement=placement, seed=exp.seed)
+        generation = exp.generation_for(self.model_path)
+        actors = [start_generation_worker(generation, e, **placement.options("generation", e))
+                  for e in range(plan.num_engines)]
+        ray.get([a.ready.remote() for a in actors])
+        self.engines = EnginePool(actors)
+        self.refitter = Refitter(self.policy, actors, plan.refit_routes(), generation.refit_bucket_bytes)
+        self.record_placement(plan)
         if resume is not None:
             self.load(resume)
         self.refit()
-        self.metrics = self._open_metrics()
+
+    def record_placement(self, plan) -> None:
+        """``placement.json``: the plan, and where each rank and engine reports it runs (the run's own account)."""
+        groups = {"policy": self.policy, "critic": self.critic}
+        record = {
+            "nodes": plan.nodes, "gpus_per_node": plan.gpus_per_node, "used": plan.gpus_used_line(),
+            "plan": {role: [[s.node, s.gpu] for s in slots] for role, slots in plan.ranks.items()},
+            "routes": [vars(r) for r in plan.refit_routes()],
+            "actors": {role: group.call_all("placement_info") for role, group in groups.items() if group is not None},
+        }
+        record["actors"]["generation"] = self.engines.placement_info()
+        (self.run_dir / "placement.json").write_text(json.dumps(record, indent=1, default=str))
 
     def _open_metrics(self):
         from ppo.metrics import MetricsWriter
@@ -168,10 +194,10 @@ class PPOTrainer:
             samples = [[Sample(a, [0.0] * len(a), "stop")] for a in answers]
             batch = build_rollout_batch(prompts, samples, pad_id=self.tokenizer.pad_token_id,
                                         ground_truths=[r.ground_truth for r in records])
-            metrics = self.policy.call("supervised_step", batch, cfg.warm_start_lr)
+            metrics = self.policy.supervised_step(batch, lr=cfg.warm_start_lr)
             if i % 20 == 0 or i == cfg.warm_start_steps - 1:
                 print(f"[ppo] warm start {i + 1}/{cfg.warm_start_steps}: nll {metrics['loss']:.3f}", flush=True)
-        self.policy.call("reset_optimizer_state")
+        self.policy.reset_optimizer_state()
         print(f"[ppo] warm start done in {time.perf_counter() - started:.1f} s", flush=True)
 
     @contextmanager
@@ -182,41 +208,36 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------ rollouts
     def refit(self) -> None:
-        """Push the policy's weights into the engine (in memory) and hand the GPUs to generation."""
-        import ray
-
-        weights = self.policy.call("export")
+        """Stream the policy's weights to the engines (policy ranks to engines, never through the driver), then hand
+        the GPUs to generation.  The engines wake first: they receive while the policy still holds its weights."""
+        if self.phase == "train":
+            self.engines.wake_up()
+        self.refit_stats = self.refitter()
         self.enter_phase("generate")
-        ray.get(self.engine.refit.remote(weights))
 
     def enter_phase(self, phase: str) -> None:
         """Colocated GPUs: during ``generate`` the Megatron workers are offloaded and vLLM is awake; during
         ``train`` vLLM sleeps (weights and KV cache freed) and the workers are back on the GPU.  No-ops on CPU."""
-        import ray
-
         if phase == self.phase:
             return
         groups = [g for g in (self.policy, self.critic) if g is not None]
         if phase == "train":
-            ray.get(self.engine.sleep.remote())
+            self.engines.sleep()
             for group in groups:
-                group.call("onload")
+                group.onload()
         else:
             for group in groups:
-                group.call("offload")
-            ray.get(self.engine.wake_up.remote())
+                group.offload()
+            self.engines.wake_up()
         self.phase = phase
 
     def rollout(self, records, *, seed: int) -> tuple[dict, dict]:
         """Generate ``generations_per_prompt`` samples per record and score them; returns the batch and env metrics."""
-        import ray
+        from dataclasses import replace
 
         prompts = self.template.encode_many(records, self.tokenizer)
         sampling = self.exp.generation.sampling
-        from dataclasses import replace
-
-        samples = ray.get(self.engine.generate.remote(prompts, replace(sampling, n=self.cfg.generations_per_prompt),
-                                                      seed))
+        samples = self.engines.generate(prompts, replace(sampling, n=self.cfg.generations_per_prompt), seed)
         batch = build_rollout_batch(prompts, samples, pad_id=self.tokenizer.pad_token_id,
                                     ground_truths=[r.ground_truth for r in records],
                                     record_ids=[r.id for r in records], group_offset=seed * 100_000)
@@ -279,12 +300,12 @@ class PPOTrainer:
         self.enter_phase("train")
         if self.critic is not None:
             with self.timed("values"):
-                batch["values"] = self.critic.call("values", batch) * mask
+                batch["values"] = self.critic.values(batch) * mask
         temperature = self.exp.generation.sampling.temperature
         with self.timed("logprobs"):
-            batch["logp_old"] = self.policy.call("logprobs", batch, temperature)
+            batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
             if cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
-                batch["logp_ref"] = self.policy.call("logprobs", batch, temperature, True)
+                batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
 
         kl = None
         if "logp_ref" in batch:
@@ -303,10 +324,10 @@ class PPOTrainer:
             for epoch in range(cfg.ppo_epochs):
                 seed = self.exp.seed * 1_000_003 + step * 1009 + epoch
                 if self.critic is not None:
-                    critic_steps += self.critic.call("train", batch, num_minibatches=cfg.num_minibatches, seed=seed)
+                    critic_steps += self.critic.train(batch, num_minibatches=cfg.num_minibatches, seed=seed)
                 if train_policy:
-                    policy_steps += self.policy.call("train", batch, num_minibatches=cfg.num_minibatches,
-                                                     seed=seed, temperature=temperature)
+                    policy_steps += self.policy.train(batch, num_minibatches=cfg.num_minibatches, seed=seed,
+                                                      temperature=temperature)
         skipped = sum(p.get("skipped", 0.0) for p in policy_steps + critic_steps)
         self.bad_steps = self.bad_steps + 1 if skipped else 0
         if self.bad_steps >= cfg.max_bad_steps_in_a_row:
@@ -315,6 +336,8 @@ class PPOTrainer:
         if train_policy:
             with self.timed("refit"):
                 self.refit()
+            metrics["train/refit_bytes"] = self.refit_stats["refit_bytes"]
+            metrics["train/refit_driver_bytes"] = self.refit_stats["refit_driver_bytes"]
         else:
             self.enter_phase("generate")  # critic warmup: generation keeps the initial weights
         if kl is not None and cfg.kl_target is not None:
@@ -346,8 +369,6 @@ class PPOTrainer:
 
     def validate(self) -> dict[str, float]:
         """Greedy decoding on the held-out prompts: ``validation/accuracy`` and ``validation/avg_length``."""
-        import ray
-
         from ppo.rollout.engine import SamplingConfig
 
         self.enter_phase("generate")
@@ -355,7 +376,7 @@ class PPOTrainer:
         greedy = SamplingConfig(n=1, temperature=0.0, max_new_tokens=sampling.max_new_tokens,
                                 stop=sampling.stop, stop_token_ids=sampling.stop_token_ids)
         prompts = self.template.encode_many(self.val_records, self.tokenizer)
-        samples = ray.get(self.engine.generate.remote(prompts, greedy))
+        samples = self.engines.generate(prompts, greedy)
         responses = [group[0].text for group in samples]
         rewards, _ = self.env.score(responses, [r.ground_truth for r in self.val_records])
         lengths = [len(group[0].token_ids) for group in samples]
@@ -385,9 +406,9 @@ class PPOTrainer:
         partial = final.with_name(final.name + PARTIAL)
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        self.policy.call("save", str(partial / "policy"))
+        self.policy.save(str(partial / "policy"))
         if self.critic is not None:
-            self.critic.call("save", str(partial / "critic"))
+            self.critic.save(str(partial / "critic"))
         state = {"step": self.step, "loader": self.loader.state_dict(), "kl": self.kl.state_dict(),
                  "bad_steps": self.bad_steps, "metric": metric}
         (partial / "trainer_state.json").write_text(json.dumps(state))
@@ -410,9 +431,9 @@ class PPOTrainer:
 
     def load(self, path: Path) -> None:
         state = json.loads((path / "trainer_state.json").read_text())
-        self.policy.call("load", str(path / "policy"))
+        self.policy.load(str(path / "policy"))
         if self.critic is not None:
-            self.critic.call("load", str(path / "critic"))
+            self.critic.load(str(path / "critic"))
         self.loader.load_state_dict(state["loader"])
         self.kl.load_state_dict(state["kl"])
         self.bad_steps = state["bad_steps"]

@@ -23,6 +23,14 @@ def plan_table(plan: list[dict]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
 
+def placement_section(experiment) -> list[str]:
+    """The experiment's GPU map (node × GPU, which ranks share each GPU) and ``GPUs used: U of N``, if it has one."""
+    if not hasattr(experiment, "placement_plan"):
+        return []
+    return ["== GPU map (P = policy rank, C = critic rank, E<engine>.<rank> = vLLM engine)",
+            experiment.placement_plan().grid(), ""]
+
+
 def _cell(value) -> str:
     return value if isinstance(value, str) else repr(value)
 
@@ -48,6 +56,7 @@ def dry_run_text(prepared: Prepared, run_dir: Path, sbatch: str | None) -> str:
         "== resource plan",
         plan_table(prepared.plan),
         "",
+        *placement_section(prepared.experiment),
         "== executor",
         executor_line(prepared.executor),
         f"run directory: {run_dir} (not created by --dry-run)",

@@ -7,8 +7,11 @@ line each, because a checkpoint may be a path on a cluster that is not here (see
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+
+SHAPE_FIELDS = ("num_attention_heads", "num_key_value_heads", "intermediate_size", "num_hidden_layers", "vocab_size")
 
 
 @dataclass
@@ -28,6 +31,16 @@ class HFCheckpoint:
 
     def materialize(self, run_dir: Path, task) -> Path:
         return Path(self.path)
+
+    def shape(self, task) -> dict | None:
+        """The fields of ``config.json`` that parallel layouts depend on, when it can be read here (else None)."""
+        config = Path(self.path) / "config.json"
+        try:
+            data = json.loads(config.read_text())
+        except (OSError, ValueError):
+            return None
+        return {name: data.get(name) for name in SHAPE_FIELDS} | {
+            "num_key_value_heads": data.get("num_key_value_heads") or data.get("num_attention_heads")}
 
 
 @dataclass
@@ -49,6 +62,13 @@ class TinyRandomModel:
 
     def missing_paths(self) -> list[str]:
         return []  # created in the run directory
+
+    def shape(self, task) -> dict:
+        """The shape of the model the run will create (the vocabulary is the task tokenizer's, when known here)."""
+        vocab = task.vocab_size() if hasattr(task, "vocab_size") else None
+        return {"num_attention_heads": self.num_attention_heads, "num_key_value_heads": self.num_key_value_heads,
+                "intermediate_size": self.intermediate_size, "num_hidden_layers": self.num_layers,
+                "vocab_size": vocab}
 
     def materialize(self, run_dir: Path, task) -> Path:
         from ppo.models.tiny import create_tiny_model

@@ -14,7 +14,6 @@ engine runs.
 
 from __future__ import annotations
 
-import io
 import os
 import time
 from collections.abc import Iterable
@@ -63,6 +62,7 @@ class VLLMGeneration:
 
     model_path: str
     tensor_parallel_size: int = 1
+    num_engines: int = 1  # data-parallel engines; a step's prompts are sharded over them
     dtype: str = "bfloat16"
     max_model_len: int = 2048
     gpu_memory_utilization: float = 0.5
@@ -70,22 +70,29 @@ class VLLMGeneration:
     enforce_eager: bool = True
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    refit_bucket_bytes: int = 512 << 20  # the policy streams its weights to the engines in buckets of this size
 
     def build(self) -> VLLMEngine:
         return VLLMEngine(self)
 
 
-def _reload_from_safetensors(worker, payload: bytes) -> None:
-    """Runs inside each vLLM worker: load HF-named tensors from bytes and reload them in place.
+def _reload_tensors(worker, tensors: dict) -> None:
+    """Runs in the vLLM worker of an in-process engine: reload HF-named tensors in place (no copy to bytes)."""
+    worker.reload_weights(weights_iterator=iter(tensors.items()))
 
-    With tied embeddings the checkpoint has no ``lm_head.weight``, so vLLM's reload never revisits the LM head;
-    its weight is the (updated) embedding, but CPU kernels keep a pre-packed copy made at load time (oneDNN /
-    sgl packing in ``process_weights_after_loading``).  Re-running that step re-packs the head from the new
-    weight; on GPUs it is a no-op for unquantized layers.
-    """
+
+def _reload_from_safetensors(worker, payload: bytes) -> None:
+    """Runs inside each vLLM worker process: load HF-named tensors from bytes and reload them in place."""
     from safetensors.torch import load as load_safetensors
 
     worker.reload_weights(weights_iterator=iter(load_safetensors(payload).items()))
+
+
+def _repack_tied_head(worker) -> None:
+    """After a refit.  With tied embeddings the checkpoint has no ``lm_head.weight``, so vLLM's reload never revisits
+    the LM head; its weight is the (updated) embedding, but CPU kernels keep a pre-packed copy made at load time
+    (oneDNN / sgl packing in ``process_weights_after_loading``).  Re-running that step re-packs the head from the
+    new weight; on GPUs it is a no-op for unquantized layers."""
     model = worker.model_runner.get_model()
     head = getattr(model, "lm_head", None)
     if getattr(model.config, "tie_word_embeddings", False) and hasattr(head, "quant_method"):
@@ -96,6 +103,7 @@ class VLLMEngine:
     def __init__(self, cfg: VLLMGeneration):
         if cfg.tensor_parallel_size == 1:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        self.in_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # refit sends a function to the workers
         import torch
         from vllm import LLM
@@ -126,12 +134,14 @@ class VLLMEngine:
         self.asleep = False
 
     def generate(
-        self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None
+        self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None,
+        first_index: int = 0,
     ) -> list[list[Sample]]:
         """``n`` samples per prompt (token-id prompts), each with its sampled-token logprobs and finish reason.
 
         With ``seed`` the samples depend only on (seed, prompt, weights): prompt i uses ``seed + i·n`` and its
-        samples ``+ 0 … n−1``, so a resumed run regenerates exactly what an uninterrupted one would.
+        samples ``+ 0 … n−1``, so a resumed run regenerates exactly what an uninterrupted one would.  ``first_index``
+        is the index of ``prompts[0]`` in the whole batch, when this engine generates one shard of it.
         """
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
@@ -141,7 +151,7 @@ class VLLMEngine:
             return SamplingParams(
                 n=s.n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_new_tokens,
                 stop=list(s.stop) or None, stop_token_ids=list(s.stop_token_ids) or None, logprobs=0,
-                seed=None if seed is None else seed + i * s.n,
+                seed=None if seed is None else seed + (first_index + i) * s.n,
             )
 
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts],
@@ -160,25 +170,33 @@ class VLLMEngine:
         ]
 
     def refit(self, weights: Iterable[tuple[str, torch.Tensor]]) -> dict[str, float]:
-        """Load HF-named weights into the running engine without touching disk, then drop the prefix cache.
+        """Load HF-named weights into the running engine without touching disk, then drop the prefix cache."""
+        start = time.perf_counter()
+        tensors = dict(weights)
+        self.load_weights(tensors)
+        self.finish_refit()
+        nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+        return {"refit_seconds": time.perf_counter() - start, "refit_bytes": float(nbytes)}
 
-        The tensors travel to every vLLM worker as one safetensors buffer (a plain state dict does not pickle
-        through ``collective_rpc``); vLLM's loader shards them for its own tensor parallelism.
+    def load_weights(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Reload some HF-named weights in place (a refit bucket); call :meth:`finish_refit` after the last one.
+
+        An in-process engine reloads the tensors as they are; worker processes (TP > 1) get them as one safetensors
+        buffer through vLLM's own channel (a plain state dict does not pickle through ``collective_rpc``), and
+        vLLM's loader shards them for its tensor parallelism.
         """
+        if self.in_process:
+            self.llm.collective_rpc(_reload_tensors, args=(tensors,))
+            return
         from safetensors.torch import save as save_safetensors
 
-        start = time.perf_counter()
-        tensors, storages = {}, set()
-        for name, tensor in weights:
-            tensor = tensor.detach().to("cpu").contiguous()
-            if tensor.untyped_storage().data_ptr() in storages:  # tied weights: safetensors refuses shared memory
-                tensor = tensor.clone()
-            storages.add(tensor.untyped_storage().data_ptr())
-            tensors[name] = tensor
-        payload = save_safetensors(tensors)
+        # safetensors refuses tensors that share memory (tied weights, views of one refit buffer): own copies
+        payload = save_safetensors({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()})
         self.llm.collective_rpc(_reload_from_safetensors, args=(payload,))
+
+    def finish_refit(self) -> None:
+        self.llm.collective_rpc(_repack_tied_head)
         self.llm.reset_prefix_cache()
-        return {"refit_seconds": time.perf_counter() - start, "refit_bytes": float(len(payload))}
 
     def sleep(self) -> None:
         """Free the engine's GPU memory (weights and KV cache) for a colocated trainer; a no-op on CPU."""

@@ -1,6 +1,14 @@
-"""The generation worker: a Ray actor that owns a vLLM engine in its own process."""
+"""The generation workers: Ray actors that each own one vLLM engine in their own process, and the pool of them.
+
+A step's prompts are sharded over the engines (:class:`EnginePool`): engine *k* gets a contiguous slice and
+generates it with the per-request seeds the whole batch would have had (prompt *i* of the batch always uses
+``seed + i·n``), so the samples do not depend on how many engines there are.  Weights arrive from the policy ranks
+(:mod:`ppo.workers.refit`), never through the driver.
+"""
 
 from __future__ import annotations
+
+import os
 
 import ray
 
@@ -10,15 +18,43 @@ from ppo.rollout.engine import SamplingConfig, VLLMGeneration
 class GenerationWorker:
     """Builds the engine inside the actor's process (never in the driver) and serves generate / refit / sleep."""
 
-    def __init__(self, cfg: VLLMGeneration):
+    def __init__(self, cfg: VLLMGeneration, index: int = 0):
+        self.index = index
         self.engine = cfg.build()
         self.tokenizer = self.engine.tokenizer
+        self.refit_group = None
 
-    def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None):
-        return self.engine.generate(prompts, sampling, seed)
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None,
+                 first_index: int = 0):
+        return self.engine.generate(prompts, sampling, seed, first_index=first_index)
 
     def refit(self, weights: dict) -> dict[str, float]:
+        """Load weights sent as a whole (tests and tools; the trainer streams buckets from the policy ranks)."""
         return self.engine.refit(weights.items())
+
+    def load_ipc(self, handle: bytes, bucket: list) -> None:
+        """Load a bucket from a buffer the policy rank on this GPU shares (CUDA IPC, or CPU shared memory)."""
+        from ppo.workers.refit import open_ipc_handle, unpack
+
+        self.engine.load_weights(unpack(open_ipc_handle(handle), bucket))
+
+    def join_refit_group(self, host: str, port: int, rank: int, world_size: int) -> None:
+        from ppo.workers.refit import RefitGroup
+
+        self.refit_group = RefitGroup(host, port, rank, world_size)
+
+    def load_broadcast(self, bucket: list) -> None:
+        """Receive a bucket broadcast by policy rank 0 over the refit group, and load it."""
+        import torch
+
+        from ppo.workers.refit import bucket_size, unpack
+
+        buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=self.refit_group.device)
+        self.refit_group.broadcast(buffer)
+        self.engine.load_weights(unpack(buffer, bucket))
+
+    def finish_refit(self) -> None:
+        self.engine.finish_refit()
 
     def sleep(self) -> None:
         self.engine.sleep()
@@ -26,14 +62,64 @@ class GenerationWorker:
     def wake_up(self) -> None:
         self.engine.wake_up()
 
+    def placement_info(self) -> dict:
+        return {"engine": self.index, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
     def ready(self) -> bool:
         return True
 
 
-def spawn_generation_worker(cfg: VLLMGeneration, **options):
+def spawn_generation_worker(cfg: VLLMGeneration, index: int = 0, **options):
     """Start a ``GenerationWorker`` actor (``options``: Ray actor options, default one CPU) and wait until its engine
     is up (errors surface here, not later)."""
-    options = {"num_cpus": 1, "num_gpus": 0, **options}
-    actor = ray.remote(GenerationWorker).options(**options).remote(cfg)
+    actor = start_generation_worker(cfg, index, **options)
     ray.get(actor.ready.remote())
     return actor
+
+
+def start_generation_worker(cfg: VLLMGeneration, index: int = 0, **options):
+    options = {"num_cpus": 1, "num_gpus": 0, **options}
+    return ray.remote(GenerationWorker).options(**options).remote(cfg, index)
+
+
+def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
+    """Contiguous ``[start, end)`` slices of ``count`` items over ``shards``, sizes differing by at most one."""
+    base, extra = divmod(count, shards)
+    bounds, start = [], 0
+    for k in range(shards):
+        end = start + base + (k < extra)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+class EnginePool:
+    """The run's engines as one: sharded generation, and sleep / wake on all of them."""
+
+    def __init__(self, actors: list):
+        self.actors = actors
+
+    def __len__(self) -> int:
+        return len(self.actors)
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None,
+                 seed: int | None = None) -> list:
+        """Samples for ``prompts`` in prompt order; engine *k* generates the *k*-th contiguous slice."""
+        bounds = [(a, b) for a, b in shard_bounds(len(prompts), len(self.actors)) if b > a]
+        refs = [actor.generate.remote(prompts[a:b], sampling, seed, first_index=a)
+                for actor, (a, b) in zip(self.actors, bounds)]
+        return [group for part in ray.get(refs) for group in part]
+
+    def sleep(self) -> None:
+        ray.get([a.sleep.remote() for a in self.actors])
+
+    def wake_up(self) -> None:
+        ray.get([a.wake_up.remote() for a in self.actors])
+
+    def placement_info(self) -> list[dict]:
+        return ray.get([a.placement_info.remote() for a in self.actors])
+
+    def kill(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor)

@@ -1,42 +1,123 @@
 """A worker group: ``world_size`` Ray actors that together hold one model (its own torch.distributed world).
 
-Calls go to every rank (the collectives inside need all of them); rank 0's answer is returned.  A crashed
-actor surfaces as an exception from ``call`` — the run ends with that error instead of hanging.
+Each rank runs where the placement puts it (:mod:`ppo.workers.placement`); the group rendezvouses at its rank 0's
+node IP, on a port found free there.  Calls go to every rank (the collectives inside need all of them); rank 0's
+answer is returned.  A crashed actor surfaces as an exception from ``call`` — the run ends with that error instead of
+hanging.
 """
 
 from __future__ import annotations
 
-import socket
-
 import ray
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class WorkerGroup:
     def __init__(self, worker_cls, *args, world_size: int = 1, placement=None, role: str = "policy", seed: int = 0,
                  **kwargs):
-        """``placement`` (``ppo.workers.placement.Placement``) decides each rank's resources; default: CPU shares."""
-        from ppo.workers.placement import Placement
-
-        placement = placement or Placement()
-        port = free_port()
+        """``placement``: a :class:`ppo.workers.placement.Placement` whose plan has ``world_size`` ranks of ``role``;
+        by default every rank is a CPU process on the driver's node."""
+        if placement is None:
+            placement = local_placement(role, world_size)
+        master_addr, master_port = placement.rendezvous(role)
         remote_cls = ray.remote(max_concurrency=1)(worker_cls)
+        self.role = role
+        self.master_addr = master_addr
         self.actors = [
             remote_cls.options(**placement.options(role, rank)).remote(
-                *args, rank=rank, world_size=world_size, master_port=port, seed=seed, **kwargs)
+                *args, rank=rank, world_size=world_size, master_addr=master_addr, master_port=master_port,
+                seed=seed, **kwargs)
             for rank in range(world_size)
         ]
         self.call("ready")
 
+    def call_async(self, method: str, *args, **kwargs) -> list:
+        """Start ``method`` on every rank; the object references, one per rank."""
+        return [getattr(actor, method).remote(*args, **kwargs) for actor in self.actors]
+
     def call(self, method: str, *args, **kwargs):
-        refs = [getattr(actor, method).remote(*args, **kwargs) for actor in self.actors]
-        return ray.get(refs)[0]
+        return ray.get(self.call_async(method, *args, **kwargs))[0]
+
+    def call_all(self, method: str, *args, **kwargs) -> list:
+        """Every rank's answer, in rank order."""
+        return ray.get(self.call_async(method, *args, **kwargs))
 
     def kill(self) -> None:
         for actor in self.actors:
             ray.kill(actor)
+
+
+class MegatronGroup(WorkerGroup):
+    """What the policy and critic groups both do: checkpoints and colocation."""
+
+    def save(self, path: str) -> None:
+        self.call("save", path)
+
+    def load(self, path: str) -> int:
+        """Load a checkpoint; the optimizer steps it had taken."""
+        return self.call("load", path)
+
+    def offload(self) -> None:
+        self.call("offload")
+
+    def onload(self) -> None:
+        self.call("onload")
+
+
+class PolicyGroup(MegatronGroup):
+    """The policy (``ppo.workers.policy.PolicyWorker``) as the trainer sees it."""
+
+    def __init__(self, spec, model_path: str, *, with_reference: bool, placement=None, seed: int = 0):
+        from ppo.workers.policy import PolicyWorker
+
+        super().__init__(PolicyWorker, spec, model_path, with_reference=with_reference, world_size=spec.world_size,
+                         placement=placement, role="policy", seed=seed)
+
+    def logprobs(self, batch: dict, *, temperature: float = 1.0, reference: bool = False):
+        """Per-token logprobs ``[B, T]`` of the batch under the policy, or its frozen reference model."""
+        return self.call("logprobs", batch, temperature=temperature, reference=reference)
+
+    def train(self, batch: dict, *, num_minibatches: int, seed: int, temperature: float) -> list[dict]:
+        return self.call("train", batch, num_minibatches=num_minibatches, seed=seed, temperature=temperature)
+
+    def supervised_step(self, batch: dict, *, lr: float) -> dict:
+        return self.call("supervised_step", batch, lr)
+
+    def reset_optimizer_state(self) -> None:
+        self.call("reset_optimizer_state")
+
+    def export(self) -> dict:
+        """The whole model in HF names, gathered on rank 0 (setup only: refits stream to the engines)."""
+        return self.call("export")
+
+    def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list:
+        return self.call("prepare_refit", senders, bucket_bytes)
+
+    def finish_refit_async(self) -> list:
+        return self.call_async("finish_refit")
+
+
+class ValueGroup(MegatronGroup):
+    """The critic (``ppo.workers.value.ValueWorker``) as the trainer sees it."""
+
+    def __init__(self, spec, model_path: str, *, hf_state: dict | None = None, placement=None, seed: int = 0):
+        from ppo.workers.value import ValueWorker
+
+        super().__init__(ValueWorker, spec, model_path, hf_state=hf_state, world_size=spec.world_size,
+                         placement=placement, role="critic", seed=seed)
+
+    def values(self, batch: dict):
+        """V of every token ``[B, T]``."""
+        return self.call("values", batch)
+
+    def train(self, batch: dict, *, num_minibatches: int, seed: int) -> list[dict]:
+        return self.call("train", batch, num_minibatches=num_minibatches, seed=seed)
+
+
+def local_placement(role: str, world_size: int):
+    """A CPU-only placement of ``world_size`` ranks of ``role`` on the driver's node (for tests and tools)."""
+    from ppo.workers.placement import cpu_placement
+    from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
+
+    plan = plan_placement(nodes=1, gpus_per_node=0, groups=[GroupLayout(role, data=world_size)],
+                          generation=EngineLayout())
+    return cpu_placement(plan)

@@ -18,9 +18,12 @@ from ppo.workers.specs import MegatronModelSpec  # noqa: F401 - defined there (n
 
 
 class MegatronWorker:
-    def __init__(self, spec: MegatronModelSpec, *, rank: int, world_size: int, master_port: int, seed: int):
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                          MASTER_ADDR=os.environ.get("PPO_MASTER_ADDR", "127.0.0.1"), MASTER_PORT=str(master_port))
+    def __init__(self, spec: MegatronModelSpec, *, rank: int, world_size: int, master_addr: str, master_port: int,
+                 seed: int):
+        # Ray shows this actor only its own GPU(s): its device is the first visible one (LOCAL_RANK 0), whatever
+        # its rank in the group.
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0", MASTER_ADDR=master_addr,
+                          MASTER_PORT=str(master_port))
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
         from ppo.models.parallel import initialize
@@ -90,8 +93,10 @@ class MegatronWorker:
         load_checkpoint(self.trainer, path)
         return self.trainer.steps_done
 
-    def hf_state(self, arch, value_head: bool = False) -> dict | None:
-        """Full HF-named weights gathered over TP (rank 0 returns them; other ranks None). PP is not supported."""
+    def hf_state(self, arch, value_head: bool = False, assemble: bool | None = None) -> dict | None:
+        """Full HF-named weights gathered over TP; every rank must call it (a collective: the all-gather gives every
+        TP rank all shards).  The ranks that ``assemble`` (default: rank 0) convert and return them, the others
+        None.  PP is not supported."""
         from megatron.core import parallel_state
 
         from ppo.models.convert import megatron_to_hf
@@ -103,7 +108,20 @@ class MegatronWorker:
         if tp > 1:
             shards = [None] * tp
             torch.distributed.all_gather_object(shards, state, group=parallel_state.get_tensor_model_parallel_group())
-        return megatron_to_hf(shards, arch, value_head=value_head) if self.rank == 0 else None
+        assemble = self.rank == 0 if assemble is None else assemble
+        return megatron_to_hf(shards, arch, value_head=value_head) if assemble else None
+
+    def placement_info(self) -> dict:
+        """Where this rank runs, as Ray and the environment say (for tests and the dry-run-versus-run check)."""
+        import ray
+
+        return {"rank": self.rank, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
+                "master_addr": os.environ["MASTER_ADDR"], "master_port": int(os.environ["MASTER_PORT"]),
+                "local_rank": int(os.environ["LOCAL_RANK"]), "device": str(self.device)}
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
 
     def offload(self) -> None:
         """Give the GPU memory to the colocated generation engine (no-op on CPU)."""

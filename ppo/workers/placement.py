@@ -1,62 +1,154 @@
-"""Where the worker groups' Ray actors run: colocated on the same GPUs, one placement-group bundle per GPU.
+"""Ray placement from a :class:`ppo.workers.plan.PlacementPlan`: where each worker actor runs.
 
-Without GPUs (CPU runs, the tests) there is nothing to place: actors ask for CPU shares only.  With GPUs, a placement
-group of ``n`` bundles ``{"GPU": 1, "CPU": 1}`` (packed onto as few nodes as possible) is reserved, and rank ``i`` of
-every group is pinned to bundle ``i`` with a fraction of its GPU, so the policy, the critic and vLLM share each device
-and take turns using its memory (``PPOTrainer.enter_phase`` offloads the Megatron workers while vLLM generates and
-puts vLLM to sleep while they train).  Ray then sets ``CUDA_VISIBLE_DEVICES`` of each actor to its bundle's GPU.
+With GPUs (a SLURM job, or a Ray cluster whose nodes declare logical GPUs with ``ray start --num-gpus=N``), one
+placement group per node of the plan is reserved, ``STRICT_PACK`` with one ``{"GPU": 1}`` bundle per GPU, so plan
+node *n* is one Ray node and plan GPU *g* is bundle *g* of its group.  A rank of a role is pinned to its slot's bundle
+with a fraction of that GPU (:data:`GPU_SHARES`), so the policy, critic and engine ranks of a slot share the device
+and take turns with its memory (``PPOTrainer.enter_phase``).  Ray sets each actor's ``CUDA_VISIBLE_DEVICES`` to its
+bundle's GPU, which is why a worker's device is always its first visible GPU, never its rank.  An engine of TP > 1
+asks for its first slot's bundle and sees the GPUs of all its slots (their IDs are probed when the groups are
+reserved).
 
-Limits: the vLLM engine runs as one actor on bundle 0, so ``generation.tensor_parallel_size`` must be 1 when the
-trainer places GPUs itself; multi-GPU engines and groups spread over separate nodes are not placed yet.
+Without GPUs (the CPU default, most tests) every actor runs on the driver's node with a CPU share: the plan is
+CPU-only and nothing is reserved.
+
+Groups rendezvous at their rank 0's node: :meth:`Placement.rendezvous` runs a probe in rank 0's slot that returns the
+node's IP, as Ray reports it, and a port that was free there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
 from typing import Any
 
+from ppo.workers.plan import PlacementPlan, Slot
+
 GPU_SHARES = {"policy": 0.4, "critic": 0.3, "generation": 0.3}
-"""Fractions of each GPU requested per group; Ray only needs them to sum to at most 1 for the actors to share it."""
+"""Fractions of each GPU requested per role; Ray only needs them to sum to at most 1 for the actors to share it."""
+
+
+class PlacementTimeout(TimeoutError):
+    pass
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _node_address() -> tuple[str, int]:
+    """Runs where it is scheduled: this node's IP as Ray knows it, and a port free on it."""
+    import ray
+
+    ip = ray.util.get_node_ip_address()
+    return ip, free_port(ip)
+
+
+def _gpu_ids() -> list:
+    import ray
+
+    return ray.get_gpu_ids()
+
+
+def cluster_shape() -> tuple[int, int]:
+    """``(nodes, gpus_per_node)`` of the connected Ray cluster's GPU nodes; ``(1, 0)`` when it has no GPUs.
+
+    Nodes with different GPU counts are refused: the plan lays ranks out over identical nodes.
+    """
+    import ray
+
+    counts = [int(n["Resources"].get("GPU", 0)) for n in ray.nodes() if n["Alive"]]
+    counts = [c for c in counts if c > 0]
+    if not counts:
+        return 1, 0
+    if len(set(counts)) > 1:
+        raise RuntimeError(f"the Ray cluster's GPU nodes have different GPU counts ({sorted(counts)}); the placement "
+                           f"plan needs nodes of equal size")
+    return len(counts), counts[0]
 
 
 @dataclass
 class Placement:
-    """Actor options per (group, rank): CPU-only when ``group`` is None, else pinned to bundle ``rank``."""
+    """Actor options per (role, rank) for ``plan``: pinned to the reserved bundles, or CPU shares on ``cpu_node``."""
 
-    group: Any = None  # ray.util.placement_group.PlacementGroup
+    plan: PlacementPlan
+    node_groups: list = field(default_factory=list)  # one Ray placement group per plan node (empty: CPU-only)
+    gpu_ids: dict = field(default_factory=dict)  # Slot -> the GPU ID Ray gave that bundle
+    cpu_node: str | None = None  # CPU-only: the node every actor runs on (the driver's)
     num_cpus: float = 0.5
 
-    def options(self, role: str, rank: int) -> dict:
-        if self.group is None:
-            return {"num_cpus": self.num_cpus, "num_gpus": 0}
+    def _strategy(self, slot: Slot) -> Any:
+        if not self.node_groups:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            return NodeAffinitySchedulingStrategy(node_id=self.cpu_node, soft=False)
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        return {
-            "num_cpus": self.num_cpus / 4,
-            "num_gpus": GPU_SHARES[role],
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=self.group, placement_group_bundle_index=rank,
-                placement_group_capture_child_tasks=True),
-        }
+        return PlacementGroupSchedulingStrategy(placement_group=self.node_groups[slot.node],
+                                                placement_group_bundle_index=slot.gpu,
+                                                placement_group_capture_child_tasks=True)
+
+    def options(self, role: str, rank: int) -> dict:
+        """Ray options of rank ``rank`` of ``role`` (``generation``: engine ``rank``)."""
+        if role == "generation":
+            slots = self.plan.engine_slots(rank)
+        else:
+            slots = (self.plan.ranks[role][rank],)
+        if not self.node_groups:
+            return {"num_cpus": self.num_cpus, "num_gpus": 0, "scheduling_strategy": self._strategy(slots[0])}
+        options = {"num_cpus": 0, "num_gpus": GPU_SHARES[role], "scheduling_strategy": self._strategy(slots[0])}
+        if len(slots) > 1:  # a multi-GPU engine: it sees every GPU of its slots, in order
+            visible = ",".join(str(self.gpu_ids[s]) for s in slots)
+            options["runtime_env"] = {"env_vars": {"CUDA_VISIBLE_DEVICES": visible,
+                                                   "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}}
+        return options
+
+    def rendezvous(self, role: str) -> tuple[str, int]:
+        """Rank 0's node IP (as Ray reports it) and a port free there, probed in rank 0's slot."""
+        import ray
+
+        slot = self.plan.ranks[role][0]
+        probe = ray.remote(_node_address).options(num_cpus=0, num_gpus=0, scheduling_strategy=self._strategy(slot))
+        return ray.get(probe.remote())
+
+    def release(self) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        for group in self.node_groups:
+            remove_placement_group(group)
+        self.node_groups = []
 
 
-def plan_placement(*, world_sizes: list[int], generation_tp: int, timeout_s: float = 600) -> Placement:
-    """Reserve one bundle per GPU the largest group needs, if the Ray cluster has GPUs; else CPU-only placement."""
+def cpu_placement(plan: PlacementPlan, num_cpus: float = 0.5) -> Placement:
+    """Every actor on the driver's node with ``num_cpus`` CPU shares (no GPUs)."""
     import ray
 
-    gpus = int(ray.cluster_resources().get("GPU", 0))
-    if gpus == 0:
-        return Placement()
-    if generation_tp != 1:
-        raise ValueError(f"generation.tensor_parallel_size={generation_tp}: the trainer places a single-GPU vLLM "
-                         "engine colocated with the Megatron ranks; multi-GPU engines are not placed yet")
-    bundles = max(world_sizes)
-    if bundles > gpus:
-        raise ValueError(f"the worker groups need {bundles} GPUs, the Ray cluster has {gpus}")
+    return Placement(plan, cpu_node=ray.get_runtime_context().get_node_id(), num_cpus=num_cpus)
+
+
+def reserve(plan: PlacementPlan, *, timeout_s: float = 600) -> Placement:
+    """Reserve ``plan``'s GPUs in the connected Ray cluster (a CPU-only plan reserves nothing)."""
+    import ray
     from ray.util.placement_group import placement_group
 
-    group = placement_group([{"GPU": 1, "CPU": 1}] * bundles, strategy="PACK")
-    ready, _ = ray.wait([group.ready()], timeout=timeout_s)
-    if not ready:
-        raise TimeoutError(f"Ray could not reserve {bundles} GPU bundles in {timeout_s:.0f} s (are the GPUs busy?)")
-    return Placement(group=group, num_cpus=1.0)
+    if plan.cpu_only:
+        return cpu_placement(plan)
+    groups = [placement_group([{"GPU": 1}] * plan.gpus_per_node, strategy="STRICT_PACK", name=f"ppo-node{n}")
+              for n in range(plan.nodes)]
+    ready, _ = ray.wait([g.ready() for g in groups], num_returns=len(groups), timeout=timeout_s)
+    if len(ready) < len(groups):
+        for group in groups:
+            ray.util.remove_placement_group(group)
+        raise PlacementTimeout(f"Ray could not reserve {plan.nodes} node(s) × {plan.gpus_per_node} GPUs in "
+                               f"{timeout_s:.0f} s (are the GPUs busy, or the nodes smaller?)")
+    placement = Placement(plan, node_groups=groups)
+    probes = {}
+    for n in range(plan.nodes):
+        for g in range(plan.gpus_per_node):
+            slot = Slot(n, g)
+            probes[slot] = ray.remote(_gpu_ids).options(num_cpus=0, num_gpus=0.01,
+                                                         scheduling_strategy=placement._strategy(slot)).remote()
+    placement.gpu_ids = {slot: ids[0] for slot, ids in zip(probes, ray.get(list(probes.values())))}
+    return placement

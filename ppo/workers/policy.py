@@ -108,3 +108,49 @@ class PolicyWorker(MegatronWorker):
     def export(self) -> dict | None:
         return self.hf_state(self.arch)
 
+    # ---------------------------------------------------------------- refit: weights straight to the engines
+    def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list | None:
+        """Gather the weights over TP (every rank joins); ``senders`` keep them in HF names, split into buckets.
+        Returns the buckets' metadata (:class:`ppo.workers.refit.TensorEntry` lists) on senders, else None."""
+        from ppo.workers.refit import plan_buckets
+
+        self._refit_state = self.hf_state(self.arch, assemble=self.rank in senders)
+        self._refit_buckets = plan_buckets(self._refit_state, bucket_bytes) if self._refit_state else None
+        self._refit_buffer = (None, None)
+        return self._refit_buckets
+
+    def _bucket_buffer(self, index: int) -> torch.Tensor:
+        from ppo.workers.refit import pack
+
+        if self._refit_buffer[0] != index:  # the driver finished the previous bucket before asking for this one
+            self._refit_buffer = (None, None)
+            self._refit_buffer = (index, pack(self._refit_state, self._refit_buckets[index], self.device))
+        return self._refit_buffer[1]
+
+    def refit_handle(self, index: int) -> bytes:
+        """An IPC handle to bucket ``index`` for an engine on this rank's GPU."""
+        from ppo.workers.refit import ipc_handle
+
+        return ipc_handle(self._bucket_buffer(index))
+
+    def refit_address(self) -> tuple[str, int]:
+        """This node's IP and a port free on it, where the refit group's store will listen."""
+        import ray
+
+        from ppo.workers.placement import free_port
+
+        ip = ray.util.get_node_ip_address()
+        return ip, free_port(ip)
+
+    def join_refit_group(self, host: str, port: int, rank: int, world_size: int) -> None:
+        from ppo.workers.refit import RefitGroup
+
+        self.refit_group = RefitGroup(host, port, rank, world_size)
+
+    def broadcast_bucket(self, index: int) -> None:
+        self.refit_group.broadcast(self._bucket_buffer(index))
+
+    def finish_refit(self) -> None:
+        self._refit_state = self._refit_buckets = None
+        self._refit_buffer = (None, None)
+
