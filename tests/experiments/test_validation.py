@@ -83,13 +83,19 @@ def test_gpus_come_from_the_executor():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["policy.parallel.context=3"], "policy.parallel: tensor(4) x pipeline(1) x context(3) = 12 does not divide the "
-                                    "64 GPUs"),
+    (["policy.parallel.context=3"], "policy: tensor 4 × context 3 × pipeline 1 × data_parallel 8 = 96 ranks, more "
+                                    "than the 64 GPUs it can use; lower policy.data_parallel"),
     (["policy.parallel.tensor=16"], "policy.parallel.tensor=16 spans nodes: tensor parallelism must fit in one node "
                                     "of executor.gpus_per_node=8"),
     (["executor.gpus_per_node=4", "policy.parallel.tensor=8"], "policy.parallel.tensor=8 spans nodes"),
-    (["generation.tensor_parallel_size=3"], "generation.tensor_parallel_size=3 does not divide "
-                                            "executor.gpus_per_node=8"),
+    (["generation.tensor_parallel_size=3"], "generation.num_engines=32 × generation.tensor_parallel_size=3 = 96 "
+                                            "GPUs, more than the 64 it can use; lower generation.num_engines"),
+    (["generation.tensor_parallel_size=3", "generation.num_engines=21", "allow_idle_gpus=True"],
+     "generation.tensor_parallel_size=3 puts ranks 6-8 on nodes 0, 1: each group must fit in one node"),
+    (["policy.data_parallel=4"], "policy uses 32 of the 64 GPUs it could train on, the rest idle while it works; set "
+                                 "policy.data_parallel=8 (or allow_idle_gpus=True)"),
+    (["generation.num_engines=8"], "generation.num_engines=8 × generation.tensor_parallel_size=2 uses 16 of the 64 "
+                                   "GPUs, the rest idle while it generates; set generation.num_engines=32"),
     (["policy.micro_batch_tokens=4096"], "policy.micro_batch_tokens=4096 cannot hold one sample of up to "
                                          "generation.max_model_len=10240 tokens"),
     (["tag:MaxSequenceLength=16384"], "policy.micro_batch_tokens=10240 cannot hold one sample"),
@@ -106,6 +112,39 @@ def test_gpus_come_from_the_executor():
 def test_settings_that_cannot_run_are_refused_in_one_line(overrides, message):
     refused = refusal("dsr1_7b", *overrides)
     assert message in refused and "\n" not in refused
+
+
+def test_idle_gpus_are_accepted_when_the_recipe_says_so():
+    prepared = prep("dsr1_7b", "policy.data_parallel=4", "allow_idle_gpus=True")
+    assert prepared.experiment.placement_plan().gpus_used_line() == "GPUs used: 64 of 64"  # the critic uses them all
+    prepared = prep("dsr1_7b", "policy.data_parallel=4", "critic.data_parallel=16", "generation.num_engines=16",
+                    "allow_idle_gpus=True")
+    assert prepared.experiment.placement_plan().gpus_used_line() == "GPUs used: 32 of 64"
+
+
+@pytest.mark.parametrize("recipe, override, message", [
+    ("tiny_cpu", "policy.parallel.tensor=3", "policy.parallel.tensor=3 does not divide the model's num_attention_heads=4"),
+    ("tiny_cpu", "critic.parallel.tensor=4", "critic.parallel.tensor=4 does not divide the model's num_key_value_heads=2"),
+    ("tiny_cpu", "generation.tensor_parallel_size=4",
+     "generation.tensor_parallel_size=4 does not divide the model's num_key_value_heads=2"),
+    ("tiny_cpu", "model.num_attention_heads=2", None),
+])
+def test_the_generated_model_shape_is_checked_against_tensor_parallelism(recipe, override, message):
+    if message is None:
+        prep(recipe, override, "policy.parallel.tensor=2")  # 2 heads, 2 KV heads, vocab 16, FFN 384: TP 2 fits
+        return
+    refused = refusal(recipe, override)
+    assert message in refused and "\n" not in refused
+
+
+def test_a_readable_config_json_is_checked_against_tensor_parallelism(tmp_path):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 28, "num_key_value_heads": 4,
+                                                      "intermediate_size": 18944, "vocab_size": 152064,
+                                                      "num_hidden_layers": 28}))
+    refused = refusal("dsr1_7b", f"model.path='{tmp_path}'", "policy.parallel.tensor=8", "policy.parallel.context=1")
+    assert "policy.parallel.tensor=8 does not divide the model's num_attention_heads=28" in refused
 
 
 def test_layouts_are_not_checked_against_gpus_a_local_run_does_not_declare(tmp_path):

@@ -1,0 +1,152 @@
+"""A dsr1_7b-shaped job on a real 2-node Ray cluster on this machine: every rank where the plan says, groups that span
+nodes, data-parallel engines, and a refit that never passes the weights through the driver.
+
+The two Ray nodes bind distinct loopback IPs (127.0.0.2 and 127.0.0.3) and declare 2 logical GPUs each
+(``ray start --num-gpus=2``), so placement groups, ``CUDA_VISIBLE_DEVICES`` and cross-node rendezvous are Ray's real
+ones while the workers run gloo on CPU tensors.  The shape is the smallest that shows every part of ``dsr1_7b``'s:
+
+- policy TP 2 × 2 replicas: each tensor-parallel pair inside a node, the group across both nodes;
+- critic TP 2 × 2 replicas, the same way;
+- 4 vLLM engines, one per GPU: two share a GPU with a policy tensor-parallel rank 0 and receive the weights by IPC
+  (shared memory here), the other two receive them over a gloo broadcast group, one of them from the other node.
+
+The run writes ``placement.json`` with what every actor reports from inside (node IP, Ray's GPU IDs, its group's
+MASTER_ADDR); the tests compare that with the plan.  A higher policy learning rate makes the weights move enough
+that an engine left with stale weights would show in ``train/token_mult_prob_error``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ppo.metrics import load_metrics
+from tests.launch.slurm_cluster import free_port
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_IPS = ("127.0.0.2", "127.0.0.3")
+GPUS_PER_NODE = 2
+TIMEOUT = 900
+
+SHAPE = [
+    "policy.parallel.tensor=2", "policy.data_parallel=2", "policy.num_threads=1",
+    "critic.parallel.tensor=2", "critic.data_parallel=2", "critic.num_threads=1",
+    "generation.num_engines=4",
+]
+"""The dsr1_7b-like layout on 2 nodes × 2 GPUs (all 4 GPUs used by every role)."""
+
+SHORT = [
+    "trainer.max_steps=3", "trainer.prompts_per_step=16", "trainer.generations_per_prompt=4",
+    "trainer.num_minibatches=2", "trainer.warm_start_steps=10", "trainer.val_period=3", "task.val_size=16",
+    "trainer.checkpoint_period=3", "policy.optimizer.lr=1e-3",
+]
+
+
+def ray_env() -> dict:
+    return {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@pytest.fixture(scope="module")
+def two_node_ray(tmp_path_factory):
+    """A Ray head on 127.0.0.2 and a worker node on 127.0.0.3, 2 logical GPUs each; stopped by PID afterwards."""
+    from ppo.launch.slurm_job import RayNode
+
+    root = tmp_path_factory.mktemp("ray2")
+    port = free_port()
+    common = [f"--num-gpus={GPUS_PER_NODE}", "--num-cpus=8"]
+    saved = dict(os.environ)
+    os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    nodes = []
+    try:
+        nodes.append(RayNode.start(["--head", f"--port={port}", f"--node-ip-address={NODE_IPS[0]}",
+                                    "--include-dashboard=false", f"--temp-dir={root}/head", *common],
+                                   root / "head.log", timeout=120))
+        nodes.append(RayNode.start([f"--address={NODE_IPS[0]}:{port}", f"--node-ip-address={NODE_IPS[1]}",
+                                    f"--temp-dir={root}/head", *common], root / "worker.log", timeout=120))
+        yield f"{NODE_IPS[0]}:{port}"
+    finally:
+        for node in reversed(nodes):
+            node.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def multinode_run(two_node_ray, tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("multinode") / "run"
+    command = [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHAPE, *SHORT,
+               "--run-dir", str(run_dir)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
+                            env={**ray_env(), "RAY_ADDRESS": two_node_ray, "PYTHONUNBUFFERED": "1"})
+    if result.returncode != 0:
+        pytest.fail(f"the 2-node run failed ({result.returncode}):\n{result.stdout[-5000:]}\n{result.stderr[-3000:]}")
+    return run_dir
+
+
+def placement(run_dir: Path) -> dict:
+    return json.loads((run_dir / "placement.json").read_text())
+
+
+def test_the_dry_run_shows_the_map_the_run_uses():
+    """The same overrides on a 2-node SLURM executor dry-run to the grid the local 2-node run places."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHAPE,
+         "--executor", "slurm", "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}", "--dry-run"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    grid = result.stdout.split("== GPU map")[1].split("\n\n")[0]
+    assert "node0  P0 C0 E0.0  P1 C1 E1.0" in grid
+    assert "node1  P2 C2 E2.0  P3 C3 E3.0" in grid
+    assert "GPUs used: 4 of 4" in grid
+
+
+def test_every_rank_sits_where_the_plan_says(multinode_run):
+    record = placement(multinode_run)
+    assert (record["nodes"], record["gpus_per_node"]) == (2, GPUS_PER_NODE)
+    assert record["used"] == "GPUs used: 4 of 4"
+    plan, actors = record["plan"], record["actors"]
+    # plan node -> the Ray node its placement group landed on, and plan slot -> the GPU ID Ray gave that bundle
+    node_ip, gpu_id = {}, {}
+    for role in ("policy", "critic", "generation"):
+        assert len(actors[role]) == len(plan[role]) // (1 if role != "generation" else 1) or role == "generation"
+        for rank, (node, gpu) in enumerate(plan[role]):
+            info = actors[role][rank] if role != "generation" else actors[role][rank]  # TP-1 engines: one rank each
+            assert node_ip.setdefault(node, info["node_ip"]) == info["node_ip"], (role, rank)
+            assert len(info["gpu_ids"]) == 1, (role, rank, info)
+            assert gpu_id.setdefault((node, gpu), info["gpu_ids"][0]) == info["gpu_ids"][0], (role, rank)
+    assert sorted(node_ip.values()) == sorted(NODE_IPS), "the two plan nodes are the two Ray nodes"
+    for node in (0, 1):
+        assert gpu_id[(node, 0)] != gpu_id[(node, 1)], "two GPUs of a node are two devices"
+    for role in ("policy", "critic"):
+        infos = actors[role]
+        assert {i["node_ip"] for i in infos} == set(NODE_IPS), f"the {role} group spans both nodes"
+        assert infos[0]["node_ip"] == infos[1]["node_ip"] and infos[2]["node_ip"] == infos[3]["node_ip"], \
+            f"each {role} tensor-parallel pair shares a node"
+        assert {i["master_addr"] for i in infos} == {infos[0]["node_ip"]}, "MASTER_ADDR is rank 0's node IP"
+        assert {i["local_rank"] for i in infos} == {0}, "the device comes from what Ray made visible, not the rank"
+        assert {i["device"] for i in infos} == {"cpu"}
+
+
+def test_both_refit_transports_are_used(multinode_run):
+    routes = {r["engine"]: (r["transport"], r["sender"]) for r in placement(multinode_run)["routes"]}
+    # engines 0 and 2 share a GPU with policy ranks 0 and 2 (tensor-parallel rank 0 of each replica)
+    assert routes == {0: ("ipc", 0), 1: ("broadcast", 0), 2: ("ipc", 2), 3: ("broadcast", 0)}
+
+
+def test_three_steps_train_and_the_refit_bypasses_the_driver(multinode_run):
+    m = load_metrics(multinode_run)
+    assert set(m["train/reward"]) == {"1", "2", "3"}
+    weights = m["train/refit_bytes"]
+    assert min(weights.values()) > 2_000_000, "the whole model (about 2.4 MB) reached the engines"
+    assert max(m["train/refit_driver_bytes"].values()) < 16_384, "only metadata went through the driver"
+    # every engine generates a quarter of the samples; with stale weights on any of them, vLLM's logprobs would
+    # disagree with the trainer's after the policy's lr-1e-3 updates
+    assert max(m["train/token_mult_prob_error"].values()) < 1.02
+    assert (multinode_run / "checkpoints" / "step_000003").is_dir()
