@@ -14,7 +14,8 @@ Per attempt (a requeue is a new attempt), in ``RUN_DIR/ray/<jobid>-<restart coun
    kills every Ray on the machine.
 
 Node addresses: ``ray_loopback_base`` pins node *i* to ``127.0.0.(base+i)`` (test clusters on one machine);
-otherwise Ray picks the node's address and the head's is read from its ``Local node IP`` line.
+otherwise Ray picks the node's address and the head's is read from its ``Local node IP`` line.  Every node declares
+``executor.gpus_per_node`` GPUs to Ray (``--num-gpus``), the shape the trainer's placement plan checks against.
 
 Preemption / time limit: SLURM's SIGUSR2 reaches the tasks; submitit's handler on node 0 calls
 :meth:`SlurmJob.checkpoint`, which lets the trainer (running in a driver thread) finish its step and write a
@@ -169,6 +170,10 @@ def run_node(run_dir: Path) -> None:
     if settings.ray_auth_mode == "token":
         os.environ["RAY_AUTH_TOKEN_PATH"] = str(token)
     args = [f"--temp-dir={temp_dir}", *settings.ray_start_args]
+    if settings.gpus_per_node and not any(a.startswith("--num-gpus") for a in settings.ray_start_args):
+        args.append(f"--num-gpus={settings.gpus_per_node}")  # what SLURM gave this node, the count the plan uses
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        del os.environ["CUDA_VISIBLE_DEVICES"]  # GPUs SLURM counts but binds to no device (a test cluster)
     if settings.ray_loopback_base is not None:
         args.append(f"--node-ip-address=127.0.0.{settings.ray_loopback_base + rank}")
     log = rendezvous / f"node-{rank}.log"

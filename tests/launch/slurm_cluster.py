@@ -31,6 +31,8 @@ from pathlib import Path
 
 DAEMONS = ("slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db", "mariadb", "sbatch", "sacct")
 NODE_PORTS = {"n1": 17001, "n2": 17002}
+GPUS_PER_NODE = 2
+"""Logical GPUs per node: allocated by SLURM, declared to Ray, backed by no device."""
 CLUSTER_NAME = "ppotest"
 PARTITION = "debug"
 
@@ -123,8 +125,17 @@ class SlurmCluster:
         r = self.root
         auth = f"AuthInfo=socket={r / 'munge.socket'}"
         nodes = "\n".join(
-            f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={p} CPUs=2 RealMemory=2000 State=UNKNOWN"
+            f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={p} CPUs=2 RealMemory=2000 "
+            f"Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
             for n, p in NODE_PORTS.items())
+        # logical GPUs: SLURM allocates them (--gpus-per-node) and needs a file per GPU (it drops file-less GPUs);
+        # empty files stand in for device nodes.  The job's Ray nodes declare the same count; workers run on CPU.
+        gpu_files = []
+        for i in range(GPUS_PER_NODE):
+            gpu_files.append(self.root / f"fake-gpu{i}")
+            gpu_files[-1].touch()
+        (self.root / "gres.conf").write_text("".join(
+            f"NodeName={n} Name=gpu File={','.join(map(str, gpu_files))}\n" for n in NODE_PORTS))
         self.conf.write_text(f"""\
 ClusterName={CLUSTER_NAME}
 SlurmctldHost={self.host}(127.0.0.1)
@@ -142,6 +153,7 @@ SlurmctldLogFile={r / 'log' / 'slurmctld.log'}
 SlurmdLogFile={r / 'log' / 'slurmd-%n.log'}
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
+GresTypes=gpu
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides
