@@ -1,66 +1,95 @@
-"""Weight refit throughput: seconds per GB to push a full HF state dict into a running vLLM engine, in memory.
+"""Refit throughput and what crosses the driver: the policy streaming its weights to 1 and to 2 vLLM engines.
 
-    .venv/bin/python bench/refit.py                      # ~100 MB float32 model, 5 refits
-    .venv/bin/python bench/refit.py --hidden 1024 --layers 12
+    .venv/bin/python bench/refit.py                      # ~100 MB float32 model, 3 refits per setting
+    .venv/bin/python bench/refit.py --hidden 1024 --layers 12 --bucket-mb 64
 
-Baseline in the same run: the same refit through the filesystem (write a safetensors file, read it back, load it into
-the engine), as frameworks that refit from checkpoints on disk do, so the ratio says what the in-memory path saves.
-The file sits on local disk in a warm page cache, so the baseline is optimistic for shared filesystems.  The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``).
+One Ray node with 2 logical GPUs (this machine has none; workers run on CPU, as in the tests).  The policy is one
+Megatron rank on GPU 0; engine 0 shares that GPU and receives the weights by IPC (a shared-memory buffer here, CUDA
+IPC on GPUs); engine 1 sits on GPU 1 and receives them over a gloo broadcast group (NCCL on GPUs).  The placement
+plan picks those transports, as in a run.
+
+Baseline in the same run: the old path, where the driver gathers the whole model from the policy through Ray's
+object store and sends it to every engine (``policy.export()`` then ``engine.refit(weights)``).  For each, the
+seconds per GB of model and the bytes that crossed the driver (received and sent, pickled) are printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import pickle
 import statistics
 import tempfile
 import time
-
-import torch
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--bucket-mb", type=int, default=32)
     args = parser.parse_args()
 
-    from safetensors.torch import load_file, save_file
-    from transformers import AutoModelForCausalLM
+    import ray
 
     from ppo.data import build_gsm8k_tokenizer
     from ppo.data.gsm8k import SHARED_GSM8K_DIR
     from ppo.models.tiny import create_tiny_model
     from ppo.rollout.engine import VLLMGeneration
+    from ppo.workers.generation import start_generation_worker
+    from ppo.workers.group import PolicyGroup
+    from ppo.workers.placement import reserve
+    from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
+    from ppo.workers.refit import Refitter
+    from ppo.workers.specs import MegatronPolicy
 
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=4, num_gpus=2, _node_ip_address="127.0.0.2", include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer = build_gsm8k_tokenizer(f"{SHARED_GSM8K_DIR}/train.jsonl")
         path = create_tiny_model(f"{tmp}/model", tokenizer, hidden_size=args.hidden, num_layers=args.layers,
                                  num_attention_heads=args.hidden // 64, num_key_value_heads=args.hidden // 128,
                                  intermediate_size=args.hidden * 3, tie_word_embeddings=False)
-        engine = VLLMGeneration(model_path=str(path), dtype="float32", max_model_len=128,
-                                kv_cache_bytes=32 << 20).build()
-        state = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).state_dict()
-        gigabytes = sum(t.numel() * t.element_size() for t in state.values()) / 1e9
+        cfg = VLLMGeneration(model_path=str(path), dtype="float32", max_model_len=128, kv_cache_bytes=32 << 20,
+                             refit_bucket_bytes=args.bucket_mb << 20)
+        for engines in (1, 2):
+            plan = plan_placement(nodes=1, gpus_per_node=2, groups=[GroupLayout("policy")],
+                                  generation=EngineLayout(engines), allow_idle_gpus=True)
+            placement = reserve(plan)
+            policy = PolicyGroup(MegatronPolicy(num_threads=1), str(path), with_reference=False, placement=placement)
+            actors = [start_generation_worker(cfg, e, **placement.options("generation", e)) for e in range(engines)]
+            ray.get([a.ready.remote() for a in actors])
+            routes = plan.refit_routes()
+            refitter = Refitter(policy, actors, routes, cfg.refit_bucket_bytes)
+            stats = [refitter() for _ in range(args.repeats)]
+            gigabytes = stats[0]["refit_bytes"] / 1e9
+            seconds = statistics.median(s["refit_seconds"] for s in stats)
+            baseline, driver = [], 0
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                weights = policy.export()
+                ray.get([a.refit.remote(weights) for a in actors])
+                baseline.append(time.perf_counter() - start)
+                driver = len(pickle.dumps(weights)) * (1 + engines)  # received once, sent to every engine
+            transports = "+".join(r.transport for r in routes)
+            rows.append((engines, transports, seconds / gigabytes, stats[0]["refit_driver_bytes"],
+                         statistics.median(baseline) / gigabytes, driver, stats[0]["refit_buckets"]))
+            policy.kill()
+            for actor in actors:
+                ray.kill(actor)
+            placement.release()
+    ray.shutdown()
 
-        refit = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            engine.refit(state.items())
-            refit.append(time.perf_counter() - start)
-        disk = []
-        file = f"{tmp}/refit.safetensors"
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            save_file({name: tensor.contiguous() for name, tensor in state.items()}, file)
-            engine.refit(load_file(file).items())
-            disk.append(time.perf_counter() - start)
-
-    t_refit, t_disk = statistics.median(refit), statistics.median(disk)
-    print(f"refit of {gigabytes * 1e3:.0f} MB ({args.layers} layers, hidden {args.hidden}, float32), CPU")
-    print(f"  in-memory refit into vLLM   : {t_refit:7.3f} s  = {t_refit / gigabytes:6.2f} s/GB")
-    print(f"  baseline: through a file    : {t_disk:7.3f} s  = {t_disk / gigabytes:6.2f} s/GB")
-    print(f"  ratio (disk / in-memory)    : {t_disk / t_refit:7.1f}x")
+    print(f"refit of {gigabytes * 1e3:.0f} MB ({args.layers} layers, hidden {args.hidden}, float32), CPU, "
+          f"buckets of {args.bucket_mb} MB ({rows[0][6]:.0f} per refit)")
+    print(f"{'engines':>7}  {'transports':<14} {'streamed s/GB':>13} {'driver bytes':>12}   "
+          f"{'via driver s/GB':>15} {'driver bytes':>12}  ratio")
+    for engines, transports, per_gb, driver_bytes, base_per_gb, base_bytes, _ in rows:
+        print(f"{engines:>7}  {transports:<14} {per_gb:>13.2f} {driver_bytes:>12,.0f}   {base_per_gb:>15.2f} "
+              f"{base_bytes:>12,.0f}  {base_per_gb / per_gb:4.1f}x")
 
 
 if __name__ == "__main__":

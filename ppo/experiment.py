@@ -203,9 +203,10 @@ class Experiment:
                      "engines": self.generation.num_engines})
         return plan
 
-    def run(self, run_dir: Path) -> None:
-        """Train in ``run_dir`` (resuming from its latest checkpoint), after checking the inputs are here."""
+    def run(self, run_dir: Path, should_stop=None) -> str:
+        """Train in ``run_dir`` (resuming from its latest checkpoint), after checking the inputs are here.  Returns
+        ``"completed"``, or ``"stopped"`` when ``should_stop()`` turned true (after checkpointing the step)."""
         self.check_paths()
         from ppo.trainer import PPOTrainer
 
-        PPOTrainer(self, Path(run_dir)).run()
+        return PPOTrainer(self, Path(run_dir)).run(should_stop)

@@ -25,6 +25,7 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -441,11 +442,11 @@ class PPOTrainer:
         print(f"[ppo] resumed from {path} (step {self.step})", flush=True)
 
     # ------------------------------------------------------------------ the loop
-    def run(self) -> None:
-        from ppo.launch import preemption
-
+    def run(self, should_stop: Callable[[], bool] | None = None) -> str:
+        """Train to ``max_steps``; returns ``"completed"``, or ``"stopped"`` when ``should_stop()`` turned true (checked
+        at step boundaries: the step finishes and is checkpointed first).  The launcher turns a stop into a requeue."""
         cfg = self.cfg
-        preemption.stoppable()
+        should_stop = should_stop or (lambda: False)
         self.setup()
         try:
             if self.step == 0:
@@ -468,15 +469,16 @@ class PPOTrainer:
                 self.metrics.log(self.step, metrics)
                 self.wandb.log(self.step, metrics)
                 self.report(metrics)
-                if self.step % cfg.checkpoint_period == 0 or self.step == cfg.max_steps:
+                stop = should_stop()
+                if stop or self.step % cfg.checkpoint_period == 0 or self.step == cfg.max_steps:
                     self.save(metrics.get(cfg.best_metric))
-                elif preemption.STOP.is_set():
-                    self.save(metrics.get(cfg.best_metric))
-                if preemption.STOP.is_set() and self.step < cfg.max_steps:
-                    raise preemption.Preempted(f"stopped after step {self.step} for a requeue; checkpoint "
-                                               f"{self.checkpoint_dir(self.step)} is complete")
+                if stop and self.step < cfg.max_steps:
+                    print(f"[ppo] stopped after step {self.step}; checkpoint {self.checkpoint_dir(self.step)} is "
+                          f"complete", flush=True)
+                    return "stopped"
         finally:
             self.close()
+        return "completed"
 
     def report(self, m: dict[str, float]) -> None:
         parts = [f"step {self.step}/{self.cfg.max_steps}", f"reward {m['train/reward']:.3f}"]

@@ -60,11 +60,18 @@ def run_job(run_dir: str | Path, attempt: int | None = None) -> None:
         previous = read_json(run_dir / STATUS_FILE) if (run_dir / STATUS_FILE).exists() else {}
         attempt = int(previous.get("attempt", 0)) + 1
     write_status(run_dir, "RUNNING", attempt=attempt)
+    from ppo.launch import preemption
     from ppo.launch.preemption import Preempted
 
     try:
         experiment = fdl.build(load_stored_config(run_dir))
-        experiment.run(run_dir)
+        if _takes_should_stop(experiment.run):
+            preemption.stoppable()
+            outcome = experiment.run(run_dir, should_stop=preemption.STOP.is_set)
+        else:
+            outcome = experiment.run(run_dir)
+        if outcome == "stopped":
+            raise Preempted("stopped at a step boundary for a requeue; the run's latest checkpoint is complete")
     except Preempted as err:
         write_status(run_dir, "PREEMPTED", error=describe(err))
         raise
@@ -75,6 +82,16 @@ def run_job(run_dir: str | Path, attempt: int | None = None) -> None:
         write_status(run_dir, "INTERRUPTED", error=describe(err))
         raise
     write_status(run_dir, "COMPLETED")
+
+
+def _takes_should_stop(run) -> bool:
+    """Whether an experiment's ``run`` honours stops (``run(run_dir, should_stop=...)``), as the PPO trainer does."""
+    import inspect
+
+    try:
+        return "should_stop" in inspect.signature(run).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def main(argv: list[str]) -> int:

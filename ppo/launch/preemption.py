@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable
 
 STOP = threading.Event()
-"""Set when the job must stop: the trainer checkpoints at the end of its current step and raises ``Preempted``."""
+"""Set when the job must stop: the job body passes ``STOP.is_set`` to ``run(run_dir, should_stop=...)``; the trainer
+checkpoints at the end of its current step and returns ``"stopped"``, and the job body raises ``Preempted``."""
 
 _stoppable = threading.Event()
 _driver: list[threading.Thread] = []
@@ -26,7 +27,7 @@ class Preempted(Exception):
 
 
 def stoppable() -> None:
-    """Called by a job body (the trainer's loop) that checks ``STOP`` at step boundaries."""
+    """Called by the job body (:func:`ppo.launch.job.run_job`) when its experiment's ``run`` honours stops."""
     _stoppable.set()
 
 

@@ -63,11 +63,11 @@ def bucket_size(bucket: list[TensorEntry]) -> int:
 def pack(state: dict[str, torch.Tensor], bucket: list[TensorEntry], device: torch.device) -> torch.Tensor:
     """One flat ``uint8`` buffer holding the bucket's tensors (shared memory on CPU, so it can be handed over)."""
     buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=device)
+    if buffer.device.type == "cpu":
+        buffer.share_memory_()  # before filling it: sharing a filled buffer would copy it once more
     for entry in bucket:
         tensor = state[entry.name].detach().contiguous()
         buffer[entry.offset : entry.offset + entry.nbytes].copy_(tensor.reshape(-1).view(torch.uint8))
-    if buffer.device.type == "cpu":
-        buffer.share_memory_()
     return buffer
 
 
