@@ -3,7 +3,7 @@
 One step, in the order of notes/formulas.md:
 
     1. prompts × generations_per_prompt          (the data loader, repeated per sample)
-    2. refit the engine if the policy changed    (Megatron weights → HF names → vLLM, in memory)
+    2. refit the engines if the policy changed   (policy ranks stream HF-named buckets to vLLM, not via the driver)
     3. generate                                  (vLLM: tokens, logp_gen, finish reasons)
     4. score                                     (math environment, verification in worker processes)
     5. reward shaping                            (overlong penalty, scaling; dynamic sampling drops flat groups)

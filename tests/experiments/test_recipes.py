@@ -38,6 +38,17 @@ def test_the_gpu_recipes_exist():
     assert {p.stem for p in EXPERIMENTS} >= {*GPU_RECIPES, "tiny_cpu"}
 
 
+@pytest.mark.parametrize("recipe, used", [("dsr1_7b", "GPUs used: 64 of 64"), ("math_1b", "GPUs used: 8 of 8"),
+                                          ("qwen2p5_1p5b_gsm8k", "GPUs used: 8 of 8")])
+def test_the_gpu_recipes_use_every_gpu(recipe, used, monkeypatch):
+    monkeypatch.chdir(REPO)
+    prepared = prepare(Request(f"experiments/{recipe}.py", dry_run=True))
+    text = dry_run_text(prepared, run_dir(recipe), None)
+    grid = text.split("== GPU map")[1].split("\n\n")[0]
+    assert grid.splitlines()[-1] == used
+    assert "idle" not in grid
+
+
 def test_graph_builds_validates_and_round_trips_through_json(prepared):
     experiment = prepared.experiment
     experiment.validate()
