@@ -135,6 +135,10 @@ class PPOTrainer:
         plan = exp.placement_plan(nodes, gpus_per_node)
         print(f"[ppo] placement ({nodes} node(s) × {gpus_per_node} GPUs):\n{plan.grid()}", flush=True)
         self.placement = placement = reserve(plan)
+        # the engines start while the Megatron groups build (each loads the initial weights; the refit follows)
+        generation = exp.generation_for(self.model_path)
+        actors = [start_generation_worker(generation, e, **placement.options("generation", e))
+                  for e in range(plan.num_engines)]
         needs_reference = self.cfg.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0
         self.policy = PolicyGroup(exp.policy, str(self.model_path), with_reference=needs_reference,
                                   placement=placement, seed=exp.seed)
@@ -148,9 +152,6 @@ class PPOTrainer:
                 critic_init = self.policy.export()  # the critic starts from the (warm-started) policy
             self.critic = ValueGroup(exp.critic, str(exp.critic.model_path or self.model_path),
                                      hf_state=critic_init, placement=placement, seed=exp.seed)
-        generation = exp.generation_for(self.model_path)
-        actors = [start_generation_worker(generation, e, **placement.options("generation", e))
-                  for e in range(plan.num_engines)]
         ray.get([a.ready.remote() for a in actors])
         self.engines = EnginePool(actors)
         self.refitter = Refitter(self.policy, actors, plan.refit_routes(), generation.refit_bucket_bytes)
