@@ -17,6 +17,7 @@ Checks, before anything is launched:
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,21 @@ from ppo.algorithms.options import KL_KINDS, check_loss_options
 from ppo.rollout.engine import VLLMGeneration
 from ppo.trainer_settings import PPOSettings, RewardShaping
 from ppo.workers.specs import MegatronCritic, MegatronPolicy
+
+
+def _leaves(obj, prefix: str = ""):
+    """``(dotted path, value)`` of every plain value inside nested dataclasses, lists, tuples and dicts."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from _leaves(getattr(obj, f.name), f"{prefix}{f.name}.")
+    elif isinstance(obj, (list, tuple)):
+        for i, item in enumerate(obj):
+            yield from _leaves(item, f"{prefix}{i}.")
+    elif isinstance(obj, dict):
+        for key, item in obj.items():
+            yield from _leaves(item, f"{prefix}{key}.")
+    else:
+        yield prefix.rstrip("."), obj
 
 
 class ExperimentError(ValueError):
@@ -73,6 +89,7 @@ class Experiment:
                 part.validate()
             except (ValueError, FileNotFoundError) as err:
                 raise ExperimentError(f"{name}: {err}") from None
+        self._validate_numbers()
         sampling = self.generation.sampling
         check(sampling.temperature > 0, "generation.sampling.temperature must be > 0 for PPO rollouts")
         check(sampling.top_p == 1.0 and sampling.top_k == 0,
@@ -98,12 +115,35 @@ class Experiment:
         check(not trainer.dynamic_sampling or trainer.generations_per_prompt >= 2,
               "trainer.dynamic_sampling keeps prompt groups whose rewards differ, so it needs "
               "trainer.generations_per_prompt >= 2")
+        estimator = type(self.advantage).__name__
+        check(not getattr(self.advantage, "needs_groups", False) or trainer.generations_per_prompt >= 2,
+              f"advantage: {estimator} compares each sample with the other samples of its prompt, so it needs "
+              f"trainer.generations_per_prompt >= 2 (now {trainer.generations_per_prompt})")
+        check(trainer.kl_in_reward_coef == 0 or getattr(self.advantage, "uses_token_rewards", True),
+              f"trainer.kl_in_reward_coef={trainer.kl_in_reward_coef} puts KL in the per-token rewards, which "
+              f"{estimator} ignores (it uses the sequence reward): use policy.loss.kl_coef (KL as a loss term), or "
+              f"GAE / ReinforcePlusPlus")
+        check(trainer.kl_target is None or trainer.kl_in_reward_coef > 0,
+              f"trainer.kl_target={trainer.kl_target} adapts the reward-KL coefficient, but "
+              f"trainer.kl_in_reward_coef is 0: set it to the starting coefficient")
+        check(self.critic.value_clip is None or self.critic.value_clip > 0,
+              f"critic.value_clip must be > 0 (or None for an unclipped value loss), got {self.critic.value_clip}")
+        check(self.policy.loss.is_cap > 0, f"policy.loss.is_cap must be > 0, got {self.policy.loss.is_cap}")
         shaping = self.reward_shaping
         check(not shaping.overlong_buffer or 0 < shaping.overlong_buffer <= sampling.max_new_tokens,
               f"reward_shaping.overlong_buffer={shaping.overlong_buffer} must be in (0, "
               f"generation.sampling.max_new_tokens={sampling.max_new_tokens}]")
         check(not shaping.scale or shaping.source_max > shaping.source_min,
               f"reward_shaping.source_max={shaping.source_max} must exceed source_min={shaping.source_min}")
+
+    def _validate_numbers(self) -> None:
+        """Every number in the experiment finite, and every seed one the run's generators accept."""
+        for path, value in _leaves(self):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ExperimentError(f"config path '{path}' is {value}: give a finite number")
+            if (path == "seed" or path.endswith(".seed")) and isinstance(value, int) and not 0 <= value < 2**32:
+                raise ExperimentError(f"config path '{path}' must be in [0, 2**32), got {value} (numpy, torch and "
+                                      f"vLLM derive their seeds from it)")
 
     def _model_groups(self) -> list[tuple[str, Any]]:
         """The Megatron worker groups this run builds: the policy, and the critic when the estimator needs one."""

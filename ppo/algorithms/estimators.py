@@ -66,6 +66,8 @@ class GAE:
     whiten_advantages: bool = True
 
     needs_critic: ClassVar[bool] = True
+    uses_token_rewards: ClassVar[bool] = True  # the per-token rewards (and a KL-in-reward term) reach the advantages
+    needs_groups: ClassVar[bool] = False  # a baseline from the other samples of the same prompt
 
     def __post_init__(self):
         for name in ("gamma", "lam", "lam_value", "lam_policy"):
@@ -105,6 +107,8 @@ class RawReward:
 
     normalize: bool = False
     needs_critic: ClassVar[bool] = False
+    uses_token_rewards: ClassVar[bool] = False
+    needs_groups: ClassVar[bool] = False
 
     def __call__(self, *, token_rewards, mask, values=None, sequence_rewards=None, group_ids=None):
         import torch
@@ -124,6 +128,8 @@ class GRPO:
     normalize_std: bool = True
     eps: float = 1e-6
     needs_critic: ClassVar[bool] = False
+    uses_token_rewards: ClassVar[bool] = False
+    needs_groups: ClassVar[bool] = True
 
     def __call__(self, *, token_rewards, mask, values=None, sequence_rewards=None, group_ids=None):
         mean, std, _ = group_mean_std(sequence_rewards, group_ids)
@@ -138,6 +144,8 @@ class RLOO:
     """REINFORCE leave-one-out: ``A_i = R_i − mean_{j≠i} R_j`` within the prompt's group (groups of ≥ 2)."""
 
     needs_critic: ClassVar[bool] = False
+    uses_token_rewards: ClassVar[bool] = False
+    needs_groups: ClassVar[bool] = True
 
     def __call__(self, *, token_rewards, mask, values=None, sequence_rewards=None, group_ids=None):
         mean, _, count = group_mean_std(sequence_rewards, group_ids)
@@ -158,6 +166,11 @@ class ReinforcePlusPlus:
     gamma: float = 1.0
     baseline: bool = False
     needs_critic: ClassVar[bool] = False
+    uses_token_rewards: ClassVar[bool] = True
+
+    @property
+    def needs_groups(self) -> bool:
+        return self.baseline
 
     def __post_init__(self):
         _check_unit_interval("ReinforcePlusPlus gamma", self.gamma)

@@ -159,3 +159,57 @@ def test_a_resume_path_follows_the_same_rule(tmp_path):
     assert refusal("tiny_cpu", "trainer.resume='/shared/runs/old/checkpoints/step_000100'").startswith(missing)
     (tmp_path / "trainer_state.json").write_text("{}")
     assert prep("tiny_cpu", f"trainer.resume='{tmp_path}'").missing_paths == []
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["policy.optimizer.lr=nan"], "config path 'policy.optimizer.lr' is nan: give a finite number"),
+    (["policy.optimizer.lr=1e999"], "config path 'policy.optimizer.lr' is inf: give a finite number"),
+    (["trainer.warm_start_lr=-1e999"], "config path 'trainer.warm_start_lr' is -inf: give a finite number"),
+    (["critic.value_clip=-0.1"], "critic.value_clip must be > 0 (or None for an unclipped value loss), got -0.1"),
+    (["policy.loss.is_cap=0.0"], "policy.loss.is_cap must be > 0, got 0.0"),
+    (["seed=-1"], "config path 'seed' must be in [0, 2**32), got -1"),
+    (["model.seed=4294967296"], "config path 'model.seed' must be in [0, 2**32), got 4294967296"),
+    (["trainer.kl_target=0.01"], "trainer.kl_target=0.01 adapts the reward-KL coefficient, but "
+                                 "trainer.kl_in_reward_coef is 0"),
+])
+def test_values_the_run_would_reject_later_are_refused_now(overrides, message):
+    refused = refusal("tiny_cpu", *overrides)
+    assert "\n" not in refused
+    if message is not None:
+        assert message in refused
+
+
+def tiny_with(estimator, **trainer) -> ExperimentError | None:
+    """tiny_cpu's experiment with another estimator and trainer settings, validated."""
+    from experiments import tiny_cpu
+
+    cfg = tiny_cpu.config()
+    cfg.advantage = estimator
+    for name, value in trainer.items():
+        setattr(cfg.trainer, name, value)
+    try:
+        fdl.build(cfg).validate()
+    except ExperimentError as err:
+        return err
+    return None
+
+
+def test_kl_in_the_reward_is_refused_for_estimators_that_ignore_token_rewards():
+    from ppo.algorithms.estimators import GRPO, RLOO, RawReward, ReinforcePlusPlus
+
+    for estimator in (RawReward, GRPO, RLOO):
+        err = tiny_with(fdl.Config(estimator), kl_in_reward_coef=0.01)
+        assert err is not None and f"trainer.kl_in_reward_coef=0.01 puts KL in the per-token rewards, which " \
+            f"{estimator.__name__} ignores" in str(err)
+    assert tiny_with(fdl.Config(ReinforcePlusPlus), kl_in_reward_coef=0.01) is None
+    assert tiny_with(fdl.Config(GRPO)) is None
+
+
+def test_group_baselines_need_more_than_one_generation_per_prompt():
+    from ppo.algorithms.estimators import GRPO, RLOO, ReinforcePlusPlus
+
+    for estimator in (fdl.Config(GRPO), fdl.Config(RLOO), fdl.Config(ReinforcePlusPlus, baseline=True)):
+        err = tiny_with(estimator, generations_per_prompt=1, num_minibatches=1)
+        assert err is not None and "compares each sample with the other samples of its prompt, so it needs " \
+            "trainer.generations_per_prompt >= 2 (now 1)" in str(err)
+    assert tiny_with(fdl.Config(ReinforcePlusPlus), generations_per_prompt=1, num_minibatches=1) is None
