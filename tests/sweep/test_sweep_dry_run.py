@@ -101,3 +101,22 @@ def test_sweep_file_errors(tmp_path, capsys):
     assert dry_run(capsys, not_a_sweep)[2] == message
     on_sweep = write_sweep(tmp_path / "meta.py", 'metric="m", step=1', base=missing)
     assert "is itself a sweep file" in dry_run(capsys, on_sweep)[2]
+
+
+@pytest.mark.parametrize("name", ["clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda"])
+def test_every_shipped_sweep_dry_runs(name, monkeypatch, capsys):
+    """The sweep files in ``sweeps/`` expand and validate every trial (GPU ones against their SLURM executor)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    rc, out, err = dry_run(capsys, root / "sweeps" / f"{name}.py")
+    assert (rc, err) == (0, "")
+    assert f"sweep:      {root / 'sweeps' / name}.py" in out
+
+
+def test_no_shipped_sweep_is_left_out():
+    from pathlib import Path
+
+    shipped = {p.stem for p in (Path(__file__).resolve().parents[2] / "sweeps").glob("*.py")} - {"__init__"}
+    assert shipped == {"clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda"}
