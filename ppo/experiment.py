@@ -65,14 +65,23 @@ class Experiment:
     allow_idle_gpus: bool = False  # accept a layout that leaves some of the job's GPUs without work
 
     @property
+    def shape(self) -> tuple[int, int]:
+        """``(nodes, gpus_per_node)`` of the job: what the executor declares (a local run: this machine's GPUs)."""
+        if self.executor is None:
+            from ppo.launch.executors import machine_gpus
+
+            return 1, machine_gpus()
+        return self.executor.shape
+
+    @property
     def gpus_per_node(self) -> int:
-        """GPUs per node the executor declares (0: not declared, e.g. a local run)."""
-        return self.executor.gpus_per_node if self.executor is not None else 0
+        return self.shape[1]
 
     @property
     def gpus(self) -> int:
-        """GPUs of the whole job: the executor's ``nodes × gpus_per_node`` (0: not declared)."""
-        return self.executor.nodes * self.gpus_per_node if self.executor is not None else 0
+        """GPUs of the whole job: ``nodes × gpus_per_node`` (0 on a CPU machine)."""
+        nodes, per_node = self.shape
+        return nodes * per_node
 
     def generation_for(self, model_path: Path) -> VLLMGeneration:
         """The engine settings pointed at the run's initial model (the graph may leave ``model_path`` empty)."""
@@ -177,15 +186,16 @@ class Experiment:
 
     def placement_plan(self, nodes: int | None = None, gpus_per_node: int | None = None):
         """Where every rank runs (:func:`ppo.workers.plan.plan_placement`) on ``nodes × gpus_per_node`` GPUs, by
-        default the executor's; the dry run prints it, and the trainer reserves Ray placement groups from it."""
+        default the job's (:attr:`shape`); the dry run prints it, and the trainer reserves Ray placement groups from
+        it after checking its Ray cluster has that shape."""
         from ppo.workers.plan import EngineLayout, GroupLayout, PlacementError, plan_placement
 
         groups = [GroupLayout(name, spec.parallel.tensor, spec.parallel.context, spec.parallel.pipeline,
                               spec.data_parallel) for name, spec in self._model_groups()]
         try:
             return plan_placement(
-                nodes=self.executor.nodes if nodes is None and self.executor is not None else nodes or 1,
-                gpus_per_node=self.gpus_per_node if gpus_per_node is None else gpus_per_node,
+                nodes=self.shape[0] if nodes is None else nodes,
+                gpus_per_node=self.shape[1] if gpus_per_node is None else gpus_per_node,
                 groups=groups,
                 generation=EngineLayout(self.generation.num_engines, self.generation.tensor_parallel_size),
                 colocated=self.colocated, allow_idle_gpus=self.allow_idle_gpus)

@@ -128,11 +128,12 @@ class PPOTrainer:
 
         exp = self.exp
         nodes, gpus_per_node = cluster_shape()
-        if exp.gpus and (nodes, gpus_per_node) != (exp.executor.nodes, exp.gpus_per_node):
-            raise TrainingStopped(f"the job was planned for executor.nodes={exp.executor.nodes} × "
-                                  f"executor.gpus_per_node={exp.gpus_per_node} GPUs, but its Ray cluster has {nodes} "
-                                  f"GPU node(s) × {gpus_per_node}")
-        plan = exp.placement_plan(nodes, gpus_per_node)
+        planned = exp.shape
+        if (gpus_per_node or planned[1]) and (nodes, gpus_per_node) != planned:
+            raise TrainingStopped(f"the job was planned (and dry-run) for executor.nodes={planned[0]} × "
+                                  f"executor.gpus_per_node={planned[1]}, but its Ray cluster has {nodes} GPU node(s) × "
+                                  f"{gpus_per_node} GPUs; set those two to the cluster's shape")
+        plan = exp.placement_plan()
         print(f"[ppo] placement ({nodes} node(s) × {gpus_per_node} GPUs):\n{plan.grid()}", flush=True)
         self.placement = placement = reserve(plan)
         # the engines start while the Megatron groups build (each loads the initial weights; the refit follows)

@@ -3,23 +3,55 @@
 No Fiddle and no submitit here, so an experiment object that carries its executor stays cheap to import
 anywhere.  The runners live in :mod:`ppo.launch.local` and :mod:`ppo.launch.slurm`.
 
-Every executor has ``nodes`` and ``gpus_per_node``: what the job is given.  A SLURM job declares them; the local
-executors say ``1`` node and ``0`` GPUs, meaning "not declared" (a local run uses what Ray finds on this machine,
-and the workers check their layouts when they start).  An experiment checks its parallel layouts against
-``nodes × gpus_per_node`` when that is not 0.
+Every executor has ``nodes`` and ``gpus_per_node``: what the job is given, and what the placement plan lays the
+ranks out on (the dry run and validation use it; the trainer checks that its Ray cluster has exactly that shape).  A
+SLURM job declares them.  A local run takes this machine's GPUs by default (``gpus_per_node=None``:
+:func:`machine_gpus`, 0 on a CPU machine); a local driver that joins a bigger Ray cluster (``RAY_ADDRESS``) says
+its shape (``executor.nodes=2 executor.gpus_per_node=2``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
 from ppo.config.errors import ConfigError
 
 
+def machine_gpus() -> int:
+    """GPUs a job started on this machine sees: ``CUDA_VISIBLE_DEVICES`` when set, else the NVIDIA device nodes."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and not d.strip().startswith("-")])
+    return len(glob.glob("/dev/nvidia[0-9]*"))
+
+
+class _OnThisMachine:
+    """``nodes`` × ``gpus_per_node`` of a run whose driver starts here (``gpus_per_node=None``: this machine's)."""
+
+    nodes: int
+    gpus_per_node: int | None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.nodes, machine_gpus() if self.gpus_per_node is None else self.gpus_per_node
+
+    def _check_shape(self) -> None:
+        if not isinstance(self.nodes, int) or self.nodes < 1:
+            raise ConfigError(f"executor.nodes must be an int >= 1, got {self.nodes!r}")
+        if self.gpus_per_node is not None and (not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 0):
+            raise ConfigError(f"executor.gpus_per_node must be None (this machine's) or an int >= 0, got "
+                              f"{self.gpus_per_node!r}")
+        if self.nodes > 1 and self.gpus_per_node is None:
+            raise ConfigError(f"executor.nodes={self.nodes}: a local driver on a Ray cluster of several nodes must say "
+                              f"executor.gpus_per_node")
+
+
 @dataclass
-class LocalExecutor:
+class LocalExecutor(_OnThisMachine):
     """The job in a child process on this machine: ``python -m ppo.launch.job RUN_DIR``.
 
     Output goes to the terminal and to ``RUN_DIR/job.log``.  ``RAY_AUTH_MODE`` is ``disabled`` unless set in
@@ -27,26 +59,27 @@ class LocalExecutor:
     """
 
     env: dict | None = None
+    nodes: int = 1
+    gpus_per_node: int | None = None
     kind: ClassVar[str] = "local"
-    nodes: ClassVar[int] = 1
-    gpus_per_node: ClassVar[int] = 0
 
     def validate(self) -> None:
+        self._check_shape()
         if self.env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
             raise ConfigError("executor.env must map strings to strings")
 
 
 @dataclass
-class DebugExecutor:
+class DebugExecutor(_OnThisMachine):
     """The job in the launching process itself, so ``breakpoint()`` works; ``post_mortem`` opens pdb on a failure."""
 
     post_mortem: bool = False
+    nodes: int = 1
+    gpus_per_node: int | None = None
     kind: ClassVar[str] = "debug"
-    nodes: ClassVar[int] = 1
-    gpus_per_node: ClassVar[int] = 0
 
     def validate(self) -> None:
-        pass
+        self._check_shape()
 
 
 @dataclass
@@ -96,6 +129,10 @@ class SlurmExecutor:
     ray_join_timeout_s: int = 300
     check_paths: bool = True
     kind: ClassVar[str] = "slurm"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.nodes, self.gpus_per_node
 
     def validate(self) -> None:
         def check(ok: bool, message: str) -> None:

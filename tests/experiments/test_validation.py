@@ -213,3 +213,23 @@ def test_group_baselines_need_more_than_one_generation_per_prompt():
         assert err is not None and "compares each sample with the other samples of its prompt, so it needs " \
             "trainer.generations_per_prompt >= 2 (now 1)" in str(err)
     assert tiny_with(fdl.Config(ReinforcePlusPlus), generations_per_prompt=1, num_minibatches=1) is None
+
+
+def test_a_local_run_plans_on_the_gpus_of_this_machine(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    refused = refusal("tiny_cpu")
+    assert refused == ("policy uses 1 of the 2 GPUs it could train on, the rest idle while it works; set "
+                       "policy.data_parallel=2 (or allow_idle_gpus=True)")
+    plan = prep("tiny_cpu", "allow_idle_gpus=True").experiment.placement_plan()
+    assert plan.gpus_used_line() == "GPUs used: 1 of 2"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert prep("tiny_cpu").experiment.placement_plan().cpu_only
+
+
+def test_a_local_driver_on_a_bigger_ray_cluster_says_its_shape():
+    refused = refusal("tiny_cpu", "executor.nodes=2", executor="local")
+    assert refused == ("executor.nodes=2: a local driver on a Ray cluster of several nodes must say "
+                       "executor.gpus_per_node")
+    plan = prep("tiny_cpu", "executor.nodes=2", "executor.gpus_per_node=1", "allow_idle_gpus=True",
+                executor="local").experiment.placement_plan()
+    assert plan.gpus_used_line() == "GPUs used: 1 of 2"  # one rank per role, all on node 0

@@ -43,6 +43,9 @@ SHAPE = [
 ]
 """The dsr1_7b-like layout on 2 nodes × 2 GPUs."""
 
+LOCAL_ON_TWO_NODES = ["--executor", "local", "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}"]
+"""A local driver joining the 2-node Ray cluster (``RAY_ADDRESS``) says the cluster's shape, which the plan uses."""
+
 SHORT = [
     "trainer.max_steps=3", "trainer.prompts_per_step=16", "trainer.generations_per_prompt=4",
     "trainer.num_minibatches=2", "trainer.warm_start_steps=10", "trainer.val_period=3", "task.val_size=16",
@@ -83,7 +86,7 @@ def two_node_ray(tmp_path_factory):
 def multinode_run(two_node_ray, tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("multinode") / "run"
     command = [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHAPE, *SHORT,
-               "--run-dir", str(run_dir)]
+               *LOCAL_ON_TWO_NODES, "--run-dir", str(run_dir)]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
                             env={**ray_env(), "RAY_ADDRESS": two_node_ray, "PYTHONUNBUFFERED": "1"})
     if result.returncode != 0:
@@ -96,11 +99,10 @@ def placement(run_dir: Path) -> dict:
 
 
 def test_the_dry_run_shows_the_map_the_run_uses():
-    """The same overrides on a 2-node SLURM executor dry-run to the grid the local 2-node run places."""
+    """The run's own command with ``--dry-run`` prints the grid the run places (checked in the tests below)."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHAPE,
-         "--executor", "slurm", "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}", "--dry-run"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120)
+        [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHAPE, *SHORT,
+         *LOCAL_ON_TWO_NODES, "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     grid = result.stdout.split("== GPU map")[1].split("\n\n")[0]
     assert "node0  P0 C0 E0.0  P1 E1.0" in grid
@@ -151,6 +153,18 @@ def assert_trained_with_a_driverless_refit(run_dir: Path) -> None:
 
 def test_every_rank_sits_where_the_plan_says(multinode_run):
     assert_placed_as_planned(multinode_run, NODE_IPS)
+
+
+def test_a_driver_planned_for_another_shape_refuses_the_cluster(two_node_ray, tmp_path):
+    """A local run planned for this machine (no GPUs) must not silently place itself on the 2 × 2 GPU cluster."""
+    command = [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHORT,
+               "trainer.warm_start_steps=0", "--run-dir", str(tmp_path / "run")]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
+                            env={**ray_env(), "RAY_ADDRESS": two_node_ray})
+    assert result.returncode == 1
+    log = (tmp_path / "run" / "job.log").read_text()
+    assert ("the job was planned (and dry-run) for executor.nodes=1 × executor.gpus_per_node=0, but its Ray cluster "
+            "has 2 GPU node(s) × 2 GPUs; set those two to the cluster's shape") in log
 
 
 def test_both_refit_transports_are_used(multinode_run):
