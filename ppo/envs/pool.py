@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import signal
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -28,6 +29,8 @@ _started: Any = None
 def _init_worker(started: Any, initializer: Callable[..., None] | None, initargs: tuple) -> None:
     global _started
     _started = started
+    if hasattr(signal, "SIGUSR2"):  # SLURM's preemption warning goes to every process of the job; it is the driver's
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     if initializer is not None:
         initializer(*initargs)
 
@@ -114,7 +117,13 @@ class TimeoutPool:
         "in flight" is exact.
         """
         executor, started_queue = self._ensure_pool()
-        futures: dict[Future, int] = {executor.submit(_run_item, fn, i, calls[i]): i for i in indices}
+        try:
+            futures: dict[Future, int] = {executor.submit(_run_item, fn, i, calls[i]): i for i in indices}
+        except BrokenProcessPool:  # a worker died while the pool was idle (killed, OOM): start a fresh pool
+            logger.warning("a worker of the idle pool died; starting a fresh pool")
+            self._recycle()
+            executor, started_queue = self._ensure_pool()
+            futures = {executor.submit(_run_item, fn, i, calls[i]): i for i in indices}
         pending = set(futures)
         started: dict[int, float] = {}
         finished: set[int] = set()

@@ -90,3 +90,8 @@ def trim(batch: dict) -> dict:
     """Drop trailing all-padding columns (after selecting rows, the widest row may be shorter)."""
     width = int(batch["segment_ids"].ne(0).sum(-1).max())
     return {k: (v[:, :width] if torch.is_tensor(v) and v.dim() == 2 else v) for k, v in batch.items()}
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    """The batch with its tensors on ``device`` (the worker's GPU; a no-op on CPU); other fields as they are."""
+    return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}

@@ -1,7 +1,9 @@
 """The part of the policy and value workers that is the same: one rank of a Megatron model in its own process.
 
 A worker group of ``world_size`` Ray actors forms its own torch.distributed world (gloo on CPU, NCCL on GPUs);
-the actor and the critic are separate groups and may use different parallel layouts.  Every rank receives the
+the actor and the critic are separate groups and may use different parallel layouts.  The device rule: batches
+arrive on the CPU, every micro-batch goes to the worker's ``device`` (its first visible GPU, or the CPU) before it
+reaches the model, and results leave on the CPU.  Every rank receives the
 whole (mini)batch: tensor-parallel ranks use all of it, data-parallel ranks take their slice of the rows, and
 losses are normalised by counts over the whole minibatch, so the summed gradients are exact.
 """
@@ -13,7 +15,7 @@ import os
 import torch
 
 from ppo.models.packing import token_budget_microbatches
-from ppo.rollout.batch import select, trim
+from ppo.rollout.batch import select, to_device, trim
 from ppo.workers.specs import MegatronModelSpec  # noqa: F401 - defined there (no torch), exported here too
 
 
@@ -43,34 +45,36 @@ class MegatronWorker:
         return select(batch, rows[parallel_state.get_data_parallel_rank() :: dp_size])
 
     def microbatches(self, batch: dict) -> list[dict]:
-        """This rank's rows in micro-batches of at most ``micro_batch_tokens`` padded tokens."""
+        """This rank's rows in micro-batches of at most ``micro_batch_tokens`` padded tokens, on this rank's device
+        (``_rows``: their row numbers in ``batch``, on the CPU)."""
         batch = self._my_rows(batch)
         lengths = batch["segment_ids"].ne(0).sum(-1).tolist()
         if not lengths:
             return []
         groups = token_budget_microbatches(lengths, max(self.spec.micro_batch_tokens, max(lengths)))
-        return [trim(select(batch, g)) | {"_rows": torch.tensor(g)} for g in groups]
+        return [to_device(trim(select(batch, g)), self.device) | {"_rows": torch.tensor(g)} for g in groups]
 
     @torch.no_grad()
     def forward_rows(self, batch: dict, fn) -> torch.Tensor:
-        """``fn(module, microbatch) -> [b, t]`` over every row of ``batch``, reassembled as ``[B, T]``."""
+        """``fn(module, microbatch) -> [b, t]`` over every row of ``batch``, reassembled as ``[B, T]`` on the CPU."""
         self.trainer.module.eval()
-        out = torch.zeros(batch["input_ids"].shape, dtype=torch.float32)
+        out = torch.zeros(batch["input_ids"].shape, dtype=torch.float32, device=self.device)
         for mb in self.microbatches(batch):
             values = fn(self.trainer.module, mb).float()
-            out[mb["_rows"], : values.shape[1]] = values
-        return self._gather_rows(out, batch)
+            out[mb["_rows"].to(self.device), : values.shape[1]] = values
+        return self._gather_rows(out, batch).cpu()
 
     def _gather_rows(self, out: torch.Tensor, batch: dict) -> torch.Tensor:
+        """Every data-parallel rank's rows in one ``[B, T]`` (on the device: NCCL gathers device tensors)."""
         from megatron.core import parallel_state
 
         dp_size = parallel_state.get_data_parallel_world_size()
         if dp_size == 1:
             return out
-        full = torch.zeros(batch["input_ids"].shape, dtype=torch.float32)
+        full = torch.zeros(batch["input_ids"].shape, dtype=torch.float32, device=out.device)
         pieces = [torch.zeros_like(out) for _ in range(dp_size)]
         torch.distributed.all_gather(pieces, out, group=parallel_state.get_data_parallel_group())
-        rows = torch.arange(full.shape[0])
+        rows = torch.arange(full.shape[0], device=out.device)
         for r, piece in enumerate(pieces):
             mine = rows[r::dp_size]
             full[mine] = piece[: len(mine)]

@@ -7,6 +7,7 @@ import torch
 from ppo.algorithms import clipped_pg_loss
 from ppo.models.architecture import Architecture
 from ppo.models.forward import token_logprobs
+from ppo.rollout.batch import to_device
 from ppo.workers.megatron_worker import MegatronWorker
 from ppo.workers.specs import MegatronPolicy, PolicyLoss  # noqa: F401 - defined there (no torch), exported here too
 
@@ -56,12 +57,12 @@ class PolicyWorker(MegatronWorker):
         results = []
         for minibatch in self.minibatches(batch, num_minibatches, seed):
             mask = minibatch["response_mask"]
-            counts = dict(
+            counts = to_device(dict(
                 global_valid_toks=mask.sum().clamp(min=1),
                 global_valid_seqs=(mask.sum(-1) > 0).sum().clamp(min=1),
                 global_positive_toks=(mask * (minibatch["rewards"] > 0)[:, None]).sum().clamp(min=1)
                 if "rewards" in minibatch else None,
-            )
+            ), self.device)
 
             def loss_fn(module, mb, counts=counts):
                 logp = token_logprobs(module, mb["input_ids"], mb["segment_ids"], temperature=temperature,
@@ -82,7 +83,7 @@ class PolicyWorker(MegatronWorker):
 
     def supervised_step(self, batch: dict, lr: float) -> dict:
         """One optimizer step of next-token NLL on ``response_mask`` tokens (the warm start that teaches the format)."""
-        n_tokens = batch["response_mask"].sum().clamp(min=1)
+        n_tokens = batch["response_mask"].sum().clamp(min=1).to(self.device)
 
         def loss_fn(module, mb):
             logp = token_logprobs(module, mb["input_ids"], mb["segment_ids"], chunk_size=self.spec.logprob_chunk_size)

@@ -36,7 +36,7 @@ class ValueWorker(MegatronWorker):
         """One critic epoch: an optimizer step per shuffled minibatch on ``returns`` with ``values`` as V_old."""
         results = []
         for minibatch in self.minibatches(batch, num_minibatches, seed):
-            n_tokens = minibatch["response_mask"].sum().clamp(min=1)
+            n_tokens = minibatch["response_mask"].sum().clamp(min=1).to(self.device)
 
             def loss_fn(module, mb, n_tokens=n_tokens):
                 values = token_values(module, mb["input_ids"], mb["segment_ids"])

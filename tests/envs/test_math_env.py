@@ -142,3 +142,34 @@ def test_pool_survives_a_crashing_worker():
         assert cut_off == [False, True, False, False, True, False]
         results, _ = call_bounded(pool.map, crash_or_identity, [(7, False)], timeout=30.0, default=-1, limit=120)
         assert results == [7]
+
+
+def test_an_idle_worker_that_died_does_not_fail_the_next_call():
+    """A worker killed between calls (OOM killer, a signal) leaves a broken pool; the next call starts a fresh one
+    instead of raising BrokenProcessPool (a regression: a preempted SLURM job's driver died of it)."""
+    import os
+    import signal
+
+    with TimeoutPool(1, start_method="spawn") as pool:
+        results, _ = call_bounded(pool.map, slow_identity, [(1, 0.0)], timeout=30.0, default=-1, limit=120)
+        assert results == [1]
+        for process in list(pool._executor._processes.values()):
+            os.kill(process.pid, signal.SIGKILL)
+            process.join(10)
+        results, cut_off = call_bounded(pool.map, slow_identity, [(2, 0.0)], timeout=30.0, default=-1, limit=120)
+        assert (results, cut_off) == ([2], [False])
+
+
+def test_workers_ignore_the_preemption_signal_meant_for_the_driver():
+    """SLURM sends SIGUSR2 to every process of the job; only the driver acts on it."""
+    import os
+    import signal
+
+    with TimeoutPool(1, start_method="spawn") as pool:
+        call_bounded(pool.map, slow_identity, [(1, 0.0)], timeout=30.0, default=-1, limit=120)
+        processes = list(pool._executor._processes.values())
+        for process in processes:
+            os.kill(process.pid, signal.SIGUSR2)
+        for process in processes:
+            process.join(1)
+            assert process.is_alive()
