@@ -123,16 +123,12 @@ class PPOTrainer:
 
         from ppo.workers.generation import EnginePool, start_generation_worker
         from ppo.workers.group import PolicyGroup, ValueGroup
-        from ppo.workers.placement import cluster_shape, reserve
+        from ppo.workers.placement import check_cluster_shape, cluster_shape, reserve
         from ppo.workers.refit import Refitter
 
         exp = self.exp
         nodes, gpus_per_node = cluster_shape()
-        planned = exp.shape
-        if (gpus_per_node or planned[1]) and (nodes, gpus_per_node) != planned:
-            raise TrainingStopped(f"the job was planned (and dry-run) for executor.nodes={planned[0]} × "
-                                  f"executor.gpus_per_node={planned[1]}, but its Ray cluster has {nodes} GPU node(s) × "
-                                  f"{gpus_per_node} GPUs; set those two to the cluster's shape")
+        check_cluster_shape(exp.shape, (nodes, gpus_per_node))
         plan = exp.placement_plan()
         print(f"[ppo] placement ({nodes} node(s) × {gpus_per_node} GPUs):\n{plan.grid()}", flush=True)
         self.placement = placement = reserve(plan)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ray
 
+RENDEZVOUS_ATTEMPTS = 3
+
 
 class WorkerGroup:
     def __init__(self, worker_cls, *args, world_size: int = 1, placement=None, role: str = "policy", seed: int = 0,
@@ -18,17 +20,27 @@ class WorkerGroup:
         by default every rank is a CPU process on the driver's node."""
         if placement is None:
             placement = local_placement(role, world_size)
-        master_addr, master_port = placement.rendezvous(role)
         remote_cls = ray.remote(max_concurrency=1)(worker_cls)
         self.role = role
-        self.master_addr = master_addr
-        self.actors = [
-            remote_cls.options(**placement.options(role, rank)).remote(
-                *args, rank=rank, world_size=world_size, master_addr=master_addr, master_port=master_port,
-                seed=seed, **kwargs)
-            for rank in range(world_size)
-        ]
-        self.call("ready")
+        for attempt in range(RENDEZVOUS_ATTEMPTS):
+            # the port is found free on rank 0's node, then bound by rank 0: another process may take it in between
+            master_addr, master_port = placement.rendezvous(role)
+            self.master_addr = master_addr
+            self.actors = [
+                remote_cls.options(**placement.options(role, rank)).remote(
+                    *args, rank=rank, world_size=world_size, master_addr=master_addr, master_port=master_port,
+                    seed=seed, **kwargs)
+                for rank in range(world_size)
+            ]
+            try:
+                self.call("ready")
+                return
+            except ray.exceptions.RayActorError as err:
+                self.kill()
+                if "address already in use" not in str(err).lower() or attempt == RENDEZVOUS_ATTEMPTS - 1:
+                    raise
+                print(f"[ppo] {role} group: port {master_port} on {master_addr} was taken; rendezvous again",
+                      flush=True)
 
     def call_async(self, method: str, *args, **kwargs) -> list:
         """Start ``method`` on every rank; the object references, one per rank."""

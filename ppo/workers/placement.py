@@ -32,9 +32,11 @@ class PlacementTimeout(TimeoutError):
     pass
 
 
-def free_port(host: str) -> int:
+def free_port(host: str = "") -> int:
+    """A port free on every interface of this node (``host`` is only where it will be reached): torch's TCPStore
+    listens on all interfaces, so a port free on one address alone may still be taken."""
     with socket.socket() as s:
-        s.bind((host, 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 
@@ -67,6 +69,16 @@ def cluster_shape() -> tuple[int, int]:
         raise RuntimeError(f"the Ray cluster's GPU nodes have different GPU counts ({sorted(counts)}); the placement "
                            f"plan needs nodes of equal size")
     return len(counts), counts[0]
+
+
+def check_cluster_shape(planned: tuple[int, int], actual: tuple[int, int]) -> None:
+    """Refuse a Ray cluster whose ``(nodes, gpus_per_node)`` is not the one the job was planned (and dry-run) for.
+
+    Without GPUs on either side the plan is CPU-only and the node count does not matter."""
+    if (planned[1] or actual[1]) and tuple(actual) != tuple(planned):
+        raise RuntimeError(f"the job was planned (and dry-run) for executor.nodes={planned[0]} × "
+                           f"executor.gpus_per_node={planned[1]}, but its Ray cluster has {actual[0]} GPU node(s) × "
+                           f"{actual[1]} GPUs; set those two to the cluster's shape")
 
 
 @dataclass

@@ -1,9 +1,12 @@
 """A dsr1_7b-shaped job on a real 2-node Ray cluster on this machine: every rank where the plan says, groups that span
 nodes, data-parallel engines, and a refit that never passes the weights through the driver.
 
-The two Ray nodes bind distinct loopback IPs (127.0.0.2 and 127.0.0.3) and declare 2 logical GPUs each
-(``ray start --num-gpus=2``), so placement groups, ``CUDA_VISIBLE_DEVICES`` and cross-node rendezvous are Ray's real
-ones while the workers run gloo on CPU tensors.  The shape is the smallest that shows every part of ``dsr1_7b``'s:
+The job runs the way a user runs it on a cluster: ``launch.py --executor slurm`` on the SLURM test cluster, 2 nodes
+× 2 GPUs.  The job's two Ray nodes bind distinct loopback IPs (127.0.0.60 and 127.0.0.61) and declare the 2 logical
+GPUs SLURM allocated to each (``ray start --num-gpus=2``), so placement groups, ``CUDA_VISIBLE_DEVICES`` and
+cross-node rendezvous are Ray's real ones while the workers run gloo on CPU tensors.  (One run serves both the
+2-node Ray cluster and the SLURM job: on the 2-core CI machine each such run costs minutes of start-up.)  The shape
+is the smallest that shows every part of ``dsr1_7b``'s:
 
 - policy TP 2 × 2 replicas: each tensor-parallel pair inside a node, the group across both nodes;
 - a critic of 2 replicas, one per node (``allow_idle_gpus``: it leaves each node's second GPU to the others, which
@@ -19,7 +22,6 @@ that an engine left with stale weights would show in ``train/token_mult_prob_err
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +34,8 @@ from tests.launch.slurm_cluster import free_port
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-NODE_IPS = ("127.0.0.2", "127.0.0.3")
+LOOPBACK_BASE = 60
+NODE_IPS = (f"127.0.0.{LOOPBACK_BASE}", f"127.0.0.{LOOPBACK_BASE + 1}")
 GPUS_PER_NODE = 2
 TIMEOUT = 900
 
@@ -43,9 +46,6 @@ SHAPE = [
 ]
 """The dsr1_7b-like layout on 2 nodes × 2 GPUs."""
 
-LOCAL_ON_TWO_NODES = ["--executor", "local", "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}"]
-"""A local driver joining the 2-node Ray cluster (``RAY_ADDRESS``) says the cluster's shape, which the plan uses."""
-
 SHORT = [
     "trainer.max_steps=3", "trainer.prompts_per_step=16", "trainer.generations_per_prompt=4",
     "trainer.num_minibatches=2", "trainer.warm_start_steps=10", "trainer.val_period=3", "task.val_size=16",
@@ -53,44 +53,23 @@ SHORT = [
 ]
 
 
-def ray_env() -> dict:
-    return {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-
-
 @pytest.fixture(scope="module")
-def two_node_ray(tmp_path_factory):
-    """A Ray head on 127.0.0.2 and a worker node on 127.0.0.3, 2 logical GPUs each; stopped by PID afterwards."""
-    from ppo.launch.slurm_job import RayNode
+def multinode_run(cluster, tmp_path_factory) -> Path:
+    """The shape as a 2-node SLURM job (``--gpus-per-node=2``; the test cluster's GPUs are logical)."""
+    from tests.launch.conftest import run_launch
 
-    root = tmp_path_factory.mktemp("ray2")
-    port = free_port()
-    common = [f"--num-gpus={GPUS_PER_NODE}", "--num-cpus=8"]
-    saved = dict(os.environ)
-    os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
-    nodes = []
-    try:
-        nodes.append(RayNode.start(["--head", f"--port={port}", f"--node-ip-address={NODE_IPS[0]}",
-                                    "--include-dashboard=false", f"--temp-dir={root}/head", *common],
-                                   root / "head.log", timeout=120))
-        nodes.append(RayNode.start([f"--address={NODE_IPS[0]}:{port}", f"--node-ip-address={NODE_IPS[1]}",
-                                    f"--temp-dir={root}/head", *common], root / "worker.log", timeout=120))
-        yield f"{NODE_IPS[0]}:{port}"
-    finally:
-        for node in reversed(nodes):
-            node.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-@pytest.fixture(scope="module")
-def multinode_run(two_node_ray, tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("multinode") / "run"
-    command = [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHAPE, *SHORT,
-               *LOCAL_ON_TWO_NODES, "--run-dir", str(run_dir)]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
-                            env={**ray_env(), "RAY_ADDRESS": two_node_ray, "PYTHONUNBUFFERED": "1"})
-    if result.returncode != 0:
-        pytest.fail(f"the 2-node run failed ({result.returncode}):\n{result.stdout[-5000:]}\n{result.stderr[-3000:]}")
+    rc, out, err = run_launch(
+        "experiments/tiny_cpu.py", *SHAPE, *SHORT, "--executor", "slurm", "--yes", "--allow-dirty",
+        "--run-dir", str(run_dir), "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}",
+        "executor.partition=debug", "executor.time_minutes=20", f"executor.ray_loopback_base={LOOPBACK_BASE}",
+        f"executor.ray_port={free_port()}", "executor.ray_start_args=('--num-cpus=8',)",
+        "executor.ray_join_timeout_s=120", env=cluster.env, timeout=120)
+    assert rc == 0, err
+    cluster.job_ids.append(json.loads((run_dir / "job.json").read_text())["job_id"])
+    rc, out, _ = run_launch("status", str(run_dir), "--wait", env=cluster.env, timeout=TIMEOUT)
+    if rc != 0 or "COMPLETED" not in out:
+        pytest.fail(f"the 2-node job did not complete:\n{run_launch('logs', str(run_dir), env=cluster.env)[1][-5000:]}")
     return run_dir
 
 
@@ -98,11 +77,16 @@ def placement(run_dir: Path) -> dict:
     return json.loads((run_dir / "placement.json").read_text())
 
 
-def test_the_dry_run_shows_the_map_the_run_uses():
-    """The run's own command with ``--dry-run`` prints the grid the run places (checked in the tests below)."""
+@pytest.mark.parametrize("executor", [
+    ["--executor", "slurm", "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}"],
+    # a local driver joining a 2-node Ray cluster (RAY_ADDRESS) says the cluster's shape
+    ["--executor", "local", "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}"],
+])
+def test_the_dry_run_shows_the_map_the_run_uses(executor):
+    """The run's command with ``--dry-run`` prints the grid the run places (checked in the tests below)."""
     result = subprocess.run(
         [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHAPE, *SHORT,
-         *LOCAL_ON_TWO_NODES, "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+         *executor, "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     grid = result.stdout.split("== GPU map")[1].split("\n\n")[0]
     assert "node0  P0 C0 E0.0  P1 E1.0" in grid
@@ -151,50 +135,18 @@ def assert_trained_with_a_driverless_refit(run_dir: Path) -> None:
     assert (run_dir / "checkpoints" / "step_000003").is_dir()
 
 
+@pytest.mark.cluster
 def test_every_rank_sits_where_the_plan_says(multinode_run):
     assert_placed_as_planned(multinode_run, NODE_IPS)
 
 
-def test_a_driver_planned_for_another_shape_refuses_the_cluster(two_node_ray, tmp_path):
-    """A local run planned for this machine (no GPUs) must not silently place itself on the 2 × 2 GPU cluster."""
-    command = [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHORT,
-               "trainer.warm_start_steps=0", "--run-dir", str(tmp_path / "run")]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
-                            env={**ray_env(), "RAY_ADDRESS": two_node_ray})
-    assert result.returncode == 1
-    log = (tmp_path / "run" / "job.log").read_text()
-    assert ("the job was planned (and dry-run) for executor.nodes=1 × executor.gpus_per_node=0, but its Ray cluster "
-            "has 2 GPU node(s) × 2 GPUs; set those two to the cluster's shape") in log
-
-
+@pytest.mark.cluster
 def test_both_refit_transports_are_used(multinode_run):
     routes = {r["engine"]: (r["transport"], r["sender"]) for r in placement(multinode_run)["routes"]}
     # engines 0 and 2 share a GPU with policy ranks 0 and 2 (tensor-parallel rank 0 of each replica)
     assert routes == {0: ("ipc", 0), 1: ("broadcast", 0), 2: ("ipc", 2), 3: ("broadcast", 0)}
 
 
+@pytest.mark.cluster
 def test_three_steps_train_and_the_refit_bypasses_the_driver(multinode_run):
     assert_trained_with_a_driverless_refit(multinode_run)
-
-
-@pytest.mark.cluster
-def test_the_same_shape_runs_as_a_two_node_slurm_job(cluster, tmp_path):
-    """The same layout through ``launch.py --executor slurm``: 2 nodes × 2 GPUs that SLURM allocates
-    (``--gpus-per-node=2``; the test cluster's GPUs are logical) and the job's Ray nodes declare."""
-    from tests.launch.conftest import run_launch
-
-    run_dir = tmp_path / "slurm-multinode"
-    base = 60
-    rc, out, err = run_launch(
-        "experiments/tiny_cpu.py", *SHAPE, *SHORT, "--executor", "slurm", "--yes", "--allow-dirty",
-        "--run-dir", str(run_dir), "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}",
-        "executor.partition=debug", "executor.time_minutes=20", f"executor.ray_loopback_base={base}",
-        f"executor.ray_port={free_port()}", "executor.ray_start_args=('--num-cpus=8',)",
-        "executor.ray_join_timeout_s=120", env=cluster.env, timeout=120)
-    assert rc == 0, err
-    cluster.job_ids.append(json.loads((run_dir / "job.json").read_text())["job_id"])
-    rc, out, _ = run_launch("status", str(run_dir), "--wait", env=cluster.env, timeout=TIMEOUT)
-    logs = run_launch("logs", str(run_dir), env=cluster.env)[1]
-    assert rc == 0 and "COMPLETED" in out, logs[-5000:]
-    assert_placed_as_planned(run_dir, (f"127.0.0.{base}", f"127.0.0.{base + 1}"))
-    assert_trained_with_a_driverless_refit(run_dir)

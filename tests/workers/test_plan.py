@@ -121,3 +121,17 @@ def test_the_plan_imports_neither_torch_nor_ray():
             "print(sorted(m for m in ('torch', 'ray', 'vllm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_ray_cluster_of_another_shape_than_the_plan_is_refused():
+    from ppo.workers.placement import check_cluster_shape
+
+    check_cluster_shape((2, 2), (2, 2))
+    check_cluster_shape((1, 0), (1, 0))
+    check_cluster_shape((2, 0), (1, 0))  # CPU-only: the plan puts every rank on the driver's node
+    with pytest.raises(RuntimeError) as err:
+        check_cluster_shape((1, 0), (2, 2))
+    assert str(err.value) == ("the job was planned (and dry-run) for executor.nodes=1 × executor.gpus_per_node=0, but "
+                              "its Ray cluster has 2 GPU node(s) × 2 GPUs; set those two to the cluster's shape")
+    with pytest.raises(RuntimeError):
+        check_cluster_shape((2, 2), (2, 1))

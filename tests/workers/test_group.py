@@ -1,0 +1,65 @@
+"""A worker group's rendezvous: a port found free on rank 0's node can be taken before rank 0 binds it; the group
+then rendezvouses again on a fresh port instead of failing the run (other creation errors still fail it)."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+class StoreWorker:
+    """Binds the group's store like torch.distributed's rendezvous does (rank 0 listens on the master port)."""
+
+    def __init__(self, *, rank, world_size, master_addr, master_port, seed, fail=False):
+        import torch
+
+        if fail:
+            raise ValueError("a real error in the worker")
+        self.store = torch.distributed.TCPStore(master_addr, master_port, world_size, rank == 0,
+                                                timeout=timedelta(seconds=30))
+
+    def ready(self) -> bool:
+        return True
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    from ppo.workers.ray_runtime import init_local_ray
+
+    init_local_ray(num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def test_a_taken_port_means_a_second_rendezvous(ray_local, monkeypatch):
+    import ray
+
+    from ppo.workers.group import WorkerGroup, local_placement
+
+    placement = local_placement("policy", 2)
+    taken = socket.socket()
+    taken.bind(("", 0))
+    taken.listen()
+    ports = [taken.getsockname()[1]]
+    real = placement.rendezvous
+
+    def rendezvous(role):
+        host, port = real(role)
+        return host, ports.pop() if ports else port
+
+    monkeypatch.setattr(placement, "rendezvous", rendezvous)
+    try:
+        group = WorkerGroup(StoreWorker, world_size=2, placement=placement)
+        assert group.call_all("ready") == [True, True]
+        assert ports == [], "the first rendezvous used the taken port"
+        group.kill()
+        with pytest.raises(ray.exceptions.RayActorError, match="a real error in the worker"):
+            WorkerGroup(StoreWorker, world_size=2, placement=placement, fail=True)
+    finally:
+        taken.close()
