@@ -32,20 +32,19 @@ class PlacementTimeout(TimeoutError):
     pass
 
 
-def free_port(host: str = "") -> int:
-    """A port free on every interface of this node (``host`` is only where it will be reached): torch's TCPStore
-    listens on all interfaces, so a port free on one address alone may still be taken."""
+def free_port() -> int:
+    """A port free on every interface of this node: torch's TCPStore listens on all interfaces, so a port free on
+    one address alone may still be taken."""
     with socket.socket() as s:
         s.bind(("", 0))
         return s.getsockname()[1]
 
 
-def _node_address() -> tuple[str, int]:
-    """Runs where it is scheduled: this node's IP as Ray knows it, and a port free on it."""
+def node_address() -> tuple[str, int]:
+    """Runs where it is called: this node's IP as Ray knows it, and a port free on it."""
     import ray
 
-    ip = ray.util.get_node_ip_address()
-    return ip, free_port(ip)
+    return ray.util.get_node_ip_address(), free_port()
 
 
 def _gpu_ids() -> list:
@@ -122,7 +121,7 @@ class Placement:
         import ray
 
         slot = self.plan.ranks[role][0]
-        probe = ray.remote(_node_address).options(num_cpus=0, num_gpus=0, scheduling_strategy=self._strategy(slot))
+        probe = ray.remote(node_address).options(num_cpus=0, num_gpus=0, scheduling_strategy=self._strategy(slot))
         return ray.get(probe.remote())
 
     def release(self) -> None:

@@ -136,12 +136,9 @@ class PolicyWorker(MegatronWorker):
 
     def refit_address(self) -> tuple[str, int]:
         """This node's IP and a port free on it, where the refit group's store will listen."""
-        import ray
+        from ppo.workers.placement import node_address
 
-        from ppo.workers.placement import free_port
-
-        ip = ray.util.get_node_ip_address()
-        return ip, free_port(ip)
+        return node_address()
 
     def join_refit_group(self, host: str, port: int, rank: int, world_size: int) -> None:
         from ppo.workers.refit import RefitGroup
