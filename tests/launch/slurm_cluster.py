@@ -60,10 +60,17 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """Distinct ports free on every interface: slurmctld and slurmdbd listen on all of them, and the Ray nodes of
+    earlier tests hold ports on other loopback addresses (127.0.0.2, ...) that a probe on 127.0.0.1 alone misses."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _exe(name: str) -> str:
@@ -76,9 +83,7 @@ class SlurmCluster:
     def __init__(self, root: str | Path | None = None):
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="ppo-slurm-"))
         self.host = socket.gethostname().split(".")[0]
-        self.ctld_port = _free_port()
-        self.dbd_port = _free_port()
-        self.db_port = _free_port()
+        self.ctld_port, self.dbd_port, self.db_port = _free_ports(3)
         self._procs: dict[str, subprocess.Popen] = {}
 
     @property
@@ -97,26 +102,47 @@ class SlurmCluster:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        try:
-            self._write_configs()
-            r = self.root
-            self._spawn("munged", [_exe("munged"), "-F", "--force", f"--socket={r / 'munge.socket'}",
-                                   f"--pid-file={r / 'munged.self.pid'}", f"--log-file={r / 'log' / 'munged.log'}",
-                                   f"--seed-file={r / 'munged.seed'}", "--key-file=/etc/munge/munge.key"])
-            self._wait(lambda: (self.root / "munge.socket").exists(), deadline, "munged socket")
-            self._start_mariadb(deadline)
-            self._spawn("slurmdbd", [_exe("slurmdbd"), "-D"], env={"SLURM_CONF": str(self.conf)})
-            self._wait(lambda: not _port_free(self.dbd_port), deadline, "slurmdbd port")
-            self._spawn("slurmctld", [_exe("slurmctld"), "-D", "-i", "-f", str(self.conf)])
-            self._wait(lambda: self._run("scontrol", "ping").returncode == 0, deadline, "slurmctld ping")
-            for node in NODE_PORTS:
-                self._spawn(f"slurmd-{node}", [_exe("slurmd"), "-D", "-N", node, "-f", str(self.conf)])
-            self._wait(self._nodes_idle, deadline, "both nodes idle")
-        except BaseException:
-            self.stop(keep_state=True)
-            raise
+    def start(self, timeout: float = 90.0, attempts: int = 2) -> None:
+        """Start every daemon and wait for both nodes to be idle.
+
+        A daemon that dies while starting fails the attempt with the end of its output in the message (a port taken
+        between probe and bind is the usual cause); the next attempt starts afresh in a new state directory on new
+        ports.  The last attempt's directory is kept when it fails.
+        """
+        failed_roots = []
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start_once(time.monotonic() + timeout)
+                for root in failed_roots:
+                    shutil.rmtree(root, ignore_errors=True)
+                return
+            except (RuntimeError, TimeoutError, subprocess.SubprocessError) as e:
+                self.stop(keep_state=True)
+                if attempt == attempts:
+                    raise
+                print(f"SLURM test cluster: attempt {attempt} failed, starting afresh: {e}", file=sys.stderr)
+                failed_roots.append(self.root)
+                self.root = Path(tempfile.mkdtemp(prefix="ppo-slurm-"))
+                self.ctld_port, self.dbd_port, self.db_port = _free_ports(3)
+            except BaseException:
+                self.stop(keep_state=True)
+                raise
+
+    def _start_once(self, deadline: float) -> None:
+        self._write_configs()
+        r = self.root
+        self._spawn("munged", [_exe("munged"), "-F", "--force", f"--socket={r / 'munge.socket'}",
+                               f"--pid-file={r / 'munged.self.pid'}", f"--log-file={r / 'log' / 'munged.log'}",
+                               f"--seed-file={r / 'munged.seed'}", "--key-file=/etc/munge/munge.key"])
+        self._wait(lambda: (self.root / "munge.socket").exists(), deadline, "munged socket")
+        self._start_mariadb(deadline)
+        self._spawn("slurmdbd", [_exe("slurmdbd"), "-D"], env={"SLURM_CONF": str(self.conf)})
+        self._wait(lambda: not _port_free(self.dbd_port), deadline, "slurmdbd port")
+        self._spawn("slurmctld", [_exe("slurmctld"), "-D", "-i", "-f", str(self.conf)])
+        self._wait(lambda: self._run("scontrol", "ping").returncode == 0, deadline, "slurmctld ping")
+        for node in NODE_PORTS:
+            self._spawn(f"slurmd-{node}", [_exe("slurmd"), "-D", "-N", node, "-f", str(self.conf)])
+        self._wait(self._nodes_idle, deadline, "both nodes idle")
 
     def _write_configs(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -230,8 +256,9 @@ StorageLoc=slurm_acct_db
         while True:
             dead = [n for n, p in self._procs.items() if p.poll() is not None]
             if dead:
+                tails = "\n".join(self._daemon_output(name) for name in dead)
                 raise RuntimeError(f"SLURM test cluster: {', '.join(dead)} exited while waiting for {what}; "
-                                   f"logs in {self.root / 'log'}")
+                                   f"logs in {self.root / 'log'}\n{tails}")
             try:
                 if ready():
                     return
@@ -300,6 +327,12 @@ StorageLoc=slurm_acct_db
         while time.monotonic() < end and self._run("squeue", "-h", timeout=5).stdout.strip():
             time.sleep(0.5)
 
+    def _daemon_output(self, name: str, lines: int = 15) -> str:
+        """The end of what the daemon ``name`` printed (its foreground output holds the fatal error)."""
+        path = self.root / "log" / f"{name}.out"
+        text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else ["(no output)"]
+        return f"== {path.name}\n" + "\n".join(text)
+
     def log_tail(self, lines: int = 30) -> str:
         """The end of every daemon log, for a failing test's message."""
         out = []
@@ -315,15 +348,6 @@ def slurm(cluster, *argv: str) -> str:
 
     return subprocess.run(list(argv), env={**os.environ, **cluster.env}, capture_output=True, text=True,
                           check=True, timeout=30).stdout
-
-
-def free_port() -> int:
-    """A free TCP port on loopback (for a job's Ray head)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stop_pid(proc: subprocess.Popen, timeout: float = 10.0) -> None:

@@ -1,7 +1,6 @@
 """TP=2 on two gloo processes computes what TP=1 computes: logits, logprobs, values and first-step gradients."""
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -9,16 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from ppo.workers.placement import free_port
 from tests.models.conftest import make_hf_model
 from tests.models.tp_worker import compute
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_tp2(hf_dir, out, **extra_env) -> dict:

@@ -9,7 +9,8 @@ import pytest
 
 from ppo.metrics import load_metrics
 from tests.launch.conftest import run_launch
-from tests.launch.slurm_cluster import free_port, slurm
+from ppo.workers.placement import free_port
+from tests.launch.slurm_cluster import slurm
 from tests.waiting import wait_for
 
 from .conftest import SHORT_RUN
