@@ -1,12 +1,35 @@
 """Launch an experiment: ``python launch.py experiments/tiny_cpu.py [path=value ...] [--dry-run]``.
 
 See ``ppo/launch/cli.py`` for the options and ``python launch.py --help``; ``status|logs|cancel RUN_DIR``
-follow a launched run.  Exit status: 0 success, 2 bad command line or config (one line on stderr), 1 job failed.
+follow a launched run.  A sweep file (one that defines ``SWEEP``, see ``docs/sweeps.md``) goes to
+``ppo/sweep/cli.py`` instead.  Exit status: 0 success, 2 bad command line or config (one line on stderr), 1 job
+failed.
+
+This script is the one place that knows both command lines: the launch layer (``ppo.launch``) knows nothing of
+sweeps, and sweeps (``ppo.sweep``) build on the launch layer's library modules, not on its CLI.
 """
 
 import sys
+from pathlib import Path
 
-from ppo.launch.cli import main
+from ppo.config.errors import ConfigError
+from ppo.launch import cli as launch_cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = bool(argv) and argv[0] in launch_cli.COMMANDS and not Path(argv[0]).is_file()
+    if not command:
+        from ppo.sweep import cli as sweep_cli
+
+        if sweep_cli.is_sweep_command(argv):
+            try:
+                return sweep_cli.main(argv)
+            except ConfigError as err:
+                print(f"launch.py: {err}", file=sys.stderr)
+                return 2
+    return launch_cli.main(argv)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -66,18 +66,11 @@ def _mean_metrics(pieces: list[dict], prefix: str) -> dict[str, float]:
     return out
 
 
-def _flat_config(run_dir: Path) -> dict[str, str]:
-    """The launcher's flattened config (``config.txt``: ``path = value`` lines) and overrides, for wandb."""
-    config: dict[str, str] = {}
-    text = run_dir / "config.txt"
-    for line in text.read_text().splitlines() if text.is_file() else []:
-        path, sep, value = line.partition(" = ")
-        if sep:
-            config[path.strip()] = value.split("  # ")[0].strip()
-    overrides = run_dir / "overrides.txt"
-    if overrides.is_file():
-        config["overrides"] = " ".join(overrides.read_text().split())
-    return config
+def _wandb_config(run_dir: Path) -> dict[str, str]:
+    """The run's config as data for wandb, as the launcher wrote it (``wandb_config.json``: ``{path: value}`` and
+    ``overrides``); empty for a run directory the launcher did not write."""
+    path = run_dir / "wandb_config.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 class PPOTrainer:
@@ -174,7 +167,7 @@ class PPOTrainer:
         from ppo.metrics.wandb_sink import WandbSink
 
         self.wandb = WandbSink(self.run_dir, mode=self.cfg.wandb_mode, project=self.cfg.wandb_project,
-                               name=self.run_dir.name, group=self.cfg.wandb_group, config=_flat_config(self.run_dir))
+                               name=self.run_dir.name, group=self.cfg.wandb_group, config=_wandb_config(self.run_dir))
         return MetricsWriter(self.run_dir)
 
     def warm_start(self) -> None:

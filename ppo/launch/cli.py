@@ -5,14 +5,15 @@
     python launch.py status RUN_DIR [--wait] | logs RUN_DIR | cancel RUN_DIR
     python launch.py SWEEP_FILE [path=value ...] [--executor local|slurm] [--max-parallel N] [--dry-run] ...
 
-A file that defines ``SWEEP`` is a sweep: its command line is :mod:`ppo.sweep.cli`'s.
+A file that defines ``SWEEP`` is a sweep: ``launch.py`` hands it to :mod:`ppo.sweep.cli` before this module sees it
+(this layer knows nothing of sweeps; sweeps build on it).
 
 Exit status: 0 success (for SLURM: submitted), 2 with one line on stderr for a bad command line or config (nothing
 is created or submitted), 1 when the job itself failed.  Nothing touches the disk before validation passes; then
-the run directory is written (see :mod:`ppo.launch.rundir`) and the job runs (local: in a child process, streaming
-its output; debug: in this process; SLURM: submitted, and ``launch.py status RUN_DIR`` follows it).  SLURM
+the run directory is written (:func:`ppo.launch.rundir.write_run_dir`) and the job runs (local: in a child process,
+streaming its output; debug: in this process; SLURM: submitted, and ``launch.py status RUN_DIR`` follows it).  SLURM
 submissions need a clean git tree (or ``--allow-dirty``; the diff is saved either way) and a confirmation
-(a prompt on a terminal, ``--yes`` otherwise).
+(a prompt on a terminal, ``--yes`` otherwise): :func:`ppo.launch.slurm.check_submission`.
 
 This module and what it imports at launch time never import torch, megatron or vllm: a dry run of a GPU recipe
 costs only the experiment file's own imports.
@@ -21,7 +22,6 @@ costs only the experiment file's own imports.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -84,23 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             return _run_command(argv[0], argv[1:])
         if not argv:
             raise ConfigError("no experiment file given (usage: python launch.py FILE [path=value ...])")
-        if _sweep_file(argv):
-            from ppo.sweep.cli import main as sweep_main
-
-            return sweep_main(argv)
         args = _launch_parser().parse_intermixed_args(argv)
         return _launch(args, argv)
     except ConfigError as err:
         print(f"launch.py: {err}", file=sys.stderr)
         return 2
-
-
-def _sweep_file(argv: list[str]) -> bool:
-    """Whether the file argument is a sweep file (``SWEEP = ...``, see :mod:`ppo.sweep`), told without running it."""
-    from ppo.sweep.spec import is_sweep_file
-
-    files = [a for a in argv if a.endswith(".py") and not a.startswith("-") and "=" not in a]
-    return bool(files) and is_sweep_file(files[0])
 
 
 def _run_command(command: str, rest: list[str]) -> int:
@@ -115,7 +103,7 @@ def _run_command(command: str, rest: list[str]) -> int:
 def _launch(args: argparse.Namespace, argv: list[str]) -> int:
     from ppo.launch.executors import DebugExecutor, LocalExecutor, SlurmExecutor
     from ppo.launch.prepare import Request, prepare
-    from ppo.launch.rundir import check_run_dir, default_run_dir
+    from ppo.launch.rundir import check_run_dir, default_run_dir, write_run_dir
 
     prepared = prepare(Request(args.file, args.overrides, args.fiddler, args.executor, args.name, args.dry_run))
     if args.run_dir:
@@ -138,7 +126,7 @@ def _launch(args: argparse.Namespace, argv: list[str]) -> int:
         return 0
     if isinstance(executor, SlurmExecutor):
         return _submit(prepared, args, argv, run_dir)
-    _create(prepared, argv, run_dir)
+    write_run_dir(prepared, argv, run_dir)
     print(f"run directory: {run_dir}", flush=True)
     if isinstance(executor, DebugExecutor):
         from ppo.launch.local import run_debug
@@ -156,18 +144,19 @@ def _launch(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def _submit(prepared, args, argv, run_dir: Path) -> int:
-    from ppo.launch.slurm import submit
+def _submit(prepared, args: argparse.Namespace, argv: list[str], run_dir: Path) -> int:
+    from ppo.launch.rundir import write_run_dir
+    from ppo.launch.slurm import check_submission, submit
 
     executor = prepared.executor
     what = f"{executor.nodes} node(s) x {executor.gpus_per_node} GPU(s) for {executor.time_minutes} min"
-    git = check_slurm_submission(
-        args, shown_by_dry_run="the script", diff_saved_in="the run directory", subject=what,
-        question=f"submit '{prepared.name}' ({what}, partition {executor.partition or 'default'})? [y/N] ")
+    question = f"submit '{prepared.name}' ({what}, partition {executor.partition or 'default'})? [y/N] "
+    git = check_submission(allow_dirty=args.allow_dirty, yes=args.yes, shown_by_dry_run="the script",
+                           diff_saved_in="the run directory", subject=what, question=question)
     if git is None:
         print("not submitted")
         return 0
-    _create(prepared, argv, run_dir, git)
+    write_run_dir(prepared, argv, run_dir, git)
     try:
         job_id = submit(executor, prepared.name, run_dir)
     except ConfigError:
@@ -176,68 +165,3 @@ def _submit(prepared, args, argv, run_dir: Path) -> int:
     print(f"run directory: {run_dir}\nsubmitted SLURM job {job_id}; follow it with: python launch.py status "
           f"{run_dir} (logs, cancel)")
     return 0
-
-
-def check_slurm_submission(args: argparse.Namespace, *, shown_by_dry_run: str, diff_saved_in: str, subject: str,
-                           question: str):
-    """What must hold before anything goes to SLURM (a run or a sweep): ``sbatch`` on this machine, a clean tree
-    (or ``--allow-dirty``), and the user's yes (``--yes``, or an answer on a terminal).
-
-    Returns the git state to record, or None when the user answered no.
-    """
-    from ppo.launch.rundir import REPO_ROOT, git_state
-
-    if shutil.which("sbatch") is None:
-        raise ConfigError("the SLURM executor needs sbatch on this machine (not found on PATH); --dry-run shows "
-                          f"{shown_by_dry_run} without it")
-    git = git_state(REPO_ROOT)
-    if git.dirty and not args.allow_dirty:
-        raise ConfigError(f"the git tree at {REPO_ROOT} has uncommitted changes; commit them or pass "
-                          f"--allow-dirty (the diff is saved in {diff_saved_in})")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise ConfigError(f"submitting {subject} to SLURM needs confirmation: pass --yes")
-        if input(question).strip().lower() not in ("y", "yes"):
-            return None
-    return git
-
-
-def _create(prepared, argv: list[str], run_dir: Path, git=None) -> None:
-    from ppo.config.loading import module_name_for
-    from ppo.config.printing import flattened_text
-    from ppo.launch.executors import executor_record
-    from ppo.launch.rundir import (REPO_ROOT, command_line, create_run_dir, git_state, host_record,
-                                   package_versions)
-
-    git = git or git_state(REPO_ROOT)
-    request = prepared.request
-    _, sys_path = module_name_for(prepared.file.path)
-    record = {
-        "name": prepared.name,
-        "experiment_file": str(prepared.file.path.resolve()),
-        "module_name": prepared.file.module_name,
-        "sys_path": sys_path,
-        "fiddlers": request.fiddlers,
-        "overrides": request.overrides,
-        "executor": executor_record(prepared.executor),
-        "resource_plan": prepared.plan,
-        "argv": argv,
-        "git_commit": git.commit,
-        "git_dirty": git.dirty,
-        **host_record(),
-    }
-    files = {
-        "config.json": prepared.config_json,
-        "config.txt": flattened_text(prepared.cfg, prepared.edits.marks()) + "\n",
-        "overrides.txt": "".join([f"--fiddler {f}\n" for f in request.fiddlers]
-                                 + ([f"--name {request.name}\n"] if request.name is not None else [])
-                                 + [f"{o}\n" for o in request.overrides]),
-        "command.txt": command_line(argv),
-        "experiment.py": prepared.file.path.read_text(),
-        "git.txt": git.text(),
-        "versions.json": json.dumps(package_versions(), indent=2) + "\n",
-        "launch.json": json.dumps(record, indent=2, default=str) + "\n",
-    }
-    if git.dirty:
-        files["git.diff"] = git.diff
-    create_run_dir(run_dir, files)

@@ -1,20 +1,22 @@
-"""Run directories: what ran, recorded before it runs.
+"""Run directories: what ran, recorded before it runs (:func:`write_run_dir`, for ``launch.py`` and sweep trials).
 
 ``runs/<name>-<YYYYmmdd-HHMMSS>`` under the current directory (or ``--run-dir D``, which must not exist or be
 empty) holds:
 
-=================  ==============================================================================
-``config.json``    the graph in Fiddle's JSON (``ppo.config.from_json`` loads it; the job builds it)
-``config.txt``     the flattened config, lines changed by fiddlers/overrides marked ``# <- ...``
-``overrides.txt``  the fiddlers (``--fiddler NAME``) and overrides, one per line, in the order applied
-``command.txt``    the command line and the directory it ran in
-``experiment.py``  a copy of the experiment file (the job imports this copy)
-``git.txt``        the commit, whether the tree was dirty, ``git status``; ``git.diff`` when dirty
-``versions.json``  Python and package versions (torch, vllm, megatron-core, ray, fiddle, submitit, ...)
-``launch.json``    machine-readable: file, module name, executor, resource plan, user, host, time
-``job.json``       how to reach the job: executor kind, SLURM job id and submitit folder, or local PID
-``status.json``    written by the job: RUNNING / COMPLETED / FAILED (+ one-line error) / INTERRUPTED
-=================  ==============================================================================
+=====================  ======================================================================================
+``config.json``        the graph in Fiddle's JSON (``ppo.config.from_json`` loads it; the job builds it)
+``config.txt``         the flattened config, lines changed by fiddlers/overrides marked ``# <- ...``
+``overrides.txt``      the fiddlers (``--fiddler NAME``) and overrides, one per line, in the order applied
+``wandb_config.json``  the config as data for the trainer's wandb run: ``{path: value}`` as ``config.txt``
+                       prints it (no comments), and ``overrides``: ``overrides.txt`` on one line
+``command.txt``        the command line and the directory it ran in
+``experiment.py``      a copy of the experiment file (the job imports this copy)
+``git.txt``            the commit, whether the tree was dirty, ``git status``; ``git.diff`` when dirty
+``versions.json``      Python and package versions (torch, vllm, megatron-core, ray, fiddle, submitit, ...)
+``launch.json``        machine-readable: file, module name, executor, resource plan, user, host, time
+``job.json``           how to reach the job: executor kind, SLURM job id and submitit folder, or local PID
+``status.json``        written by the job: RUNNING / COMPLETED / FAILED (+ one-line error) / INTERRUPTED
+=====================  ======================================================================================
 
 The directory is assembled under a temporary name next to its final place and renamed into place, so a failure
 part-way leaves nothing that looks like a run.
@@ -150,3 +152,63 @@ def write_json(path: Path, data: dict) -> None:
 
 def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+WANDB_CONFIG = "wandb_config.json"
+
+
+def wandb_config(cfg, overrides_text: str) -> dict[str, str]:
+    """The flat config a run hands to wandb: ``{path: value}`` for every line of ``config.txt`` (the value as
+    printed there, without its comments), and ``overrides``: the fiddlers and overrides on one line."""
+    from ppo.config.printing import flatten, format_value
+
+    config = {loc.path: format_value(loc.value) for loc in flatten(cfg)}
+    config["overrides"] = " ".join(overrides_text.split())
+    return config
+
+
+def write_run_dir(prepared, argv: list[str], run_dir: Path, git: GitState | None = None) -> Path:
+    """Create the run directory of a prepared experiment (:class:`ppo.launch.prepare.Prepared`): the files above up
+    to ``launch.json`` (``job.json`` and ``status.json`` come when the job starts).
+
+    ``argv`` is the command line recorded in ``command.txt`` and ``launch.json``; ``git`` the git state to record
+    (default: this checkout's, now).
+    """
+    from ppo.config.loading import module_name_for
+    from ppo.config.printing import flattened_text
+    from ppo.launch.executors import executor_record
+
+    git = git or git_state(REPO_ROOT)
+    request = prepared.request
+    _, sys_path = module_name_for(prepared.file.path)
+    record = {
+        "name": prepared.name,
+        "experiment_file": str(prepared.file.path.resolve()),
+        "module_name": prepared.file.module_name,
+        "sys_path": sys_path,
+        "fiddlers": request.fiddlers,
+        "overrides": request.overrides,
+        "executor": executor_record(prepared.executor),
+        "resource_plan": prepared.plan,
+        "argv": argv,
+        "git_commit": git.commit,
+        "git_dirty": git.dirty,
+        **host_record(),
+    }
+    overrides = "".join([f"--fiddler {f}\n" for f in request.fiddlers]
+                        + ([f"--name {request.name}\n"] if request.name is not None else [])
+                        + [f"{o}\n" for o in request.overrides])
+    files = {
+        "config.json": prepared.config_json,
+        "config.txt": flattened_text(prepared.cfg, prepared.edits.marks()) + "\n",
+        "overrides.txt": overrides,
+        WANDB_CONFIG: json.dumps(wandb_config(prepared.cfg, overrides), indent=2) + "\n",
+        "command.txt": command_line(argv),
+        "experiment.py": prepared.file.path.read_text(),
+        "git.txt": git.text(),
+        "versions.json": json.dumps(package_versions(), indent=2) + "\n",
+        "launch.json": json.dumps(record, indent=2, default=str) + "\n",
+    }
+    if git.dirty:
+        files["git.diff"] = git.diff
+    return create_run_dir(run_dir, files)

@@ -5,6 +5,9 @@ with), so ``--dry-run`` prints exactly what ``sbatch`` receives.  It runs one ta
 (``srun ... python -u -m submitit.core._submit RUN_DIR/slurm``), each unpickling a
 :class:`~ppo.launch.slurm_job.SlurmJob`.  submitit's files (the pickles, ``<jobid>_<task>_log.out/err``) live in
 ``RUN_DIR/slurm``; the run directory must be on a filesystem every node sees.
+
+:func:`check_submission` is what must hold before anything goes to SLURM, a run (``launch.py``) or a sweep's job
+array (:mod:`ppo.sweep`).
 """
 
 from __future__ import annotations
@@ -12,13 +15,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from ppo.config.errors import ConfigError
 from ppo.launch.executors import SlurmExecutor
-from ppo.launch.rundir import write_json
+from ppo.launch import rundir
+from ppo.launch.rundir import GitState, write_json
 
 FOLDER = "slurm"
 SUCCESS = {"COMPLETED"}
@@ -84,7 +89,7 @@ def submit(executor: SlurmExecutor, job_name: str, run_dir: Path) -> str:
 
     run_dir = Path(run_dir).resolve()
     folder = run_dir / FOLDER
-    with _captured_stderr() as captured:
+    with captured_stderr() as captured:
         try:
             slurm = submitit.SlurmExecutor(folder=folder, max_num_timeout=executor.max_requeues,
                                            python=python_command(executor))
@@ -104,7 +109,7 @@ def submit(executor: SlurmExecutor, job_name: str, run_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def _captured_stderr():
+def captured_stderr():
     """Collect what child processes (sbatch) write to file descriptor 2, so a refusal can be told in one line.
 
     Yields a list that holds the captured text once the block has ended.
@@ -121,6 +126,30 @@ def _captured_stderr():
             os.close(saved)
             sink.seek(0)
             captured.append(sink.read())
+
+
+def check_submission(*, allow_dirty: bool, yes: bool, shown_by_dry_run: str, diff_saved_in: str, subject: str,
+                     question: str) -> GitState | None:
+    """What must hold before anything goes to SLURM (a run or a sweep): ``sbatch`` on this machine, a clean tree
+    (or ``allow_dirty``), and the user's yes (``yes``, or an answer to ``question`` on a terminal).
+
+    ``shown_by_dry_run``, ``diff_saved_in`` and ``subject`` complete the error messages.  Returns the git state to
+    record, or None when the user answered no; raises :class:`ConfigError` for what is missing.
+    """
+    if shutil.which("sbatch") is None:
+        raise ConfigError("the SLURM executor needs sbatch on this machine (not found on PATH); --dry-run shows "
+                          f"{shown_by_dry_run} without it")
+    repo = rundir.REPO_ROOT
+    git = rundir.git_state(repo)
+    if git.dirty and not allow_dirty:
+        raise ConfigError(f"the git tree at {repo} has uncommitted changes; commit them or pass "
+                          f"--allow-dirty (the diff is saved in {diff_saved_in})")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise ConfigError(f"submitting {subject} to SLURM needs confirmation: pass --yes")
+        if input(question).strip().lower() not in ("y", "yes"):
+            return None
+    return git
 
 
 def job_handle(run_dir: Path, record: dict):

@@ -12,6 +12,10 @@ tree (or ``--allow-dirty``) and ``--yes`` (or a yes at the prompt), as single SL
 
 Exit status: 0 every trial done or stopped (for ``--detach``: submitted), 1 some trial failed, 2 a bad command line
 or sweep (one line on stderr, nothing created).
+
+``launch.py`` sends a command line here when :func:`is_sweep_command` says it names a sweep file.  This CLI builds on
+the launch layer (:mod:`ppo.launch.prepare`, :mod:`ppo.launch.rundir`, :mod:`ppo.launch.slurm`), never on
+``launch.py``'s own CLI.
 """
 
 from __future__ import annotations
@@ -44,6 +48,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="submit to SLURM without asking")
     p.add_argument("--allow-dirty", action="store_true", help="submit to SLURM from a tree with uncommitted changes")
     return p
+
+
+def is_sweep_command(argv: list[str]) -> bool:
+    """Whether a ``launch.py`` command line names a sweep file (``SWEEP = ...``), told without running the file: the
+    first ``.py`` argument that is neither an option nor an override."""
+    from ppo.sweep.spec import is_sweep_file
+
+    files = [a for a in argv if a.endswith(".py") and not a.startswith("-") and "=" not in a]
+    return bool(files) and is_sweep_file(files[0])
 
 
 def main(argv: list[str]) -> int:
@@ -85,12 +98,13 @@ def _sbatch(plan, sweep_dir: Path) -> str | None:
     return array_sbatch(first.executor, plan.loaded.name, sweep_dir / FOLDER, len(plan.trials), plan.max_parallel)
 
 
-def _check_slurm(plan, args):
+def _check_slurm(plan, args: argparse.Namespace):
     """The git state to record, after the same checks as a single SLURM run; None when the user said no."""
-    from ppo.launch.cli import check_slurm_submission
+    from ppo.launch.slurm import check_submission
     from ppo.sweep.dryrun import resources_text
 
     what = resources_text(plan)[-1] if plan.loaded.spec.budget is None else resources_text(plan)[-2]
-    return check_slurm_submission(
-        args, shown_by_dry_run="the sweep", diff_saved_in="every trial's run directory",
-        subject=f"the sweep ({len(plan.trials)} trials)", question=f"{what}\nsubmit sweep '{plan.loaded.name}'? [y/N] ")
+    return check_submission(
+        allow_dirty=args.allow_dirty, yes=args.yes, shown_by_dry_run="the sweep",
+        diff_saved_in="every trial's run directory", subject=f"the sweep ({len(plan.trials)} trials)",
+        question=f"{what}\nsubmit sweep '{plan.loaded.name}'? [y/N] ")

@@ -4,9 +4,9 @@ One call of :meth:`SweepRunner.run` (what ``launch.py SWEEP_FILE`` does after va
 
 1. takes the sweep directory's lock, writes ``sweep.json`` and a copy of the sweep file, and adds every trial of
    the plan to ``state.json`` (trials already there keep their state);
-2. writes each new trial's run directory exactly as ``launch.py`` writes a run's (:func:`ppo.launch.cli._create`:
-   config, overrides, git state, versions, command line); a run directory that exists is reused as it is, which
-   is how a resubmitted trial resumes from its checkpoints;
+2. writes each new trial's run directory exactly as ``launch.py`` writes a run's
+   (:func:`ppo.launch.rundir.write_run_dir`: config, overrides, git state, versions, command line); a run directory
+   that exists is reused as it is, which is how a resubmitted trial resumes from its checkpoints;
 3. catches up with trials an earlier call left running: local jobs still alive are adopted, SLURM jobs are asked
    about; a trial whose job ended meanwhile gets its outcome;
 4. launches every trial that is ``pending`` without a live job, or ``failed`` (resubmission), once per call:
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ppo.config.errors import ConfigError
-from ppo.launch.rundir import GitState, git_state, read_json, write_json
+from ppo.launch.rundir import GitState, git_state, read_json, write_json, write_run_dir
 from ppo.metrics import MetricsFormatError, load_metrics
 from ppo.sweep import slurm as slurm_trials
 from ppo.sweep.local import LocalTrials, outcome
@@ -124,12 +124,10 @@ class SweepRunner:
                               f"with --executor {kind}, or in a new directory (--run-dir)")
 
     def _create(self, planned: PlannedTrial, run_dir: Path, git: GitState) -> None:
-        from ppo.launch.cli import _create
-
         argv = [str(self.plan.loaded.base_path), *planned.overrides, "--executor", self.plan.kind]
         if run_dir.exists() and not any(run_dir.iterdir()):
             run_dir.rmdir()
-        _create(planned.prepared, argv, run_dir, git)
+        write_run_dir(planned.prepared, argv, run_dir, git)
         record = read_json(run_dir / "launch.json")
         record["sweep"] = {"id": self.plan.loaded.name, "dir": str(self.dir), "trial": planned.trial.id}
         write_json(run_dir / "launch.json", record)

@@ -20,7 +20,7 @@ from ppo.config.errors import ConfigError
 from ppo.launch.executors import SlurmExecutor, executor_from_record
 from ppo.launch.job import STATUS_FILE
 from ppo.launch.rundir import read_json, write_json
-from ppo.launch.slurm import FAILURE, _captured_stderr, failure_detail, python_command, sbatch_parameters
+from ppo.launch.slurm import FAILURE, captured_stderr, failure_detail, python_command, sbatch_parameters
 from ppo.sweep.state import DONE, FAILED, PENDING, RUNNING
 
 FOLDER = "slurm"
@@ -63,7 +63,7 @@ def submit_array(folder: Path, job_name: str, run_dirs: list[Path], parallelism:
     ids: list[str | None] = [None] * len(run_dirs)
     for members in groups.values():
         executor = executors[members[0]]
-        with _captured_stderr() as captured:
+        with captured_stderr() as captured:
             try:
                 slurm = submitit.SlurmExecutor(folder=folder, max_num_timeout=executor.max_requeues,
                                                python=python_command(executor))

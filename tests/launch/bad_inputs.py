@@ -138,7 +138,8 @@ def answer(command: str, root: Path) -> tuple[int, str, str]:
     import os
     import shlex
 
-    from ppo.launch import cli, rundir
+    from ppo.launch import rundir, slurm
+    from tests.launch.conftest import launch_script
 
     argv = shlex.split(command.split("  #")[0])
     out, err = io.StringIO(), io.StringIO()
@@ -150,10 +151,10 @@ def answer(command: str, root: Path) -> tuple[int, str, str]:
             dirty = "dirty" in command
             repo = _git_checkout(Path(tempfile.mkdtemp(dir=root)) / "checkout", dirty=dirty)
             stack.enter_context(mock.patch.object(rundir, "REPO_ROOT", repo))
-            stack.enter_context(mock.patch.object(cli.shutil, "which", lambda name: f"/usr/bin/{name}"))
+            stack.enter_context(mock.patch.object(slurm.shutil, "which", lambda name: f"/usr/bin/{name}"))
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(contextlib.redirect_stderr(err))
-        rc = cli.main(argv)
+        rc = launch_script().main(argv)
     message = err.getvalue()
     if "# in a dirty checkout" in command:
         message = message.replace(str(repo), "<checkout>")

@@ -1,3 +1,5 @@
+import functools
+import importlib.util
 import os
 import subprocess
 import sys
@@ -9,6 +11,15 @@ import submitit  # noqa: F401 - importing it runs logging.config.dictConfig, whi
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = REPO / "tests" / "launch" / "recipes" / "toy.py"
+
+
+@functools.cache
+def launch_script():
+    """``launch.py`` loaded as a module: its ``main(argv)`` is what ``python launch.py ARGV`` runs, in this process."""
+    spec = importlib.util.spec_from_file_location("launch_script", REPO / "launch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_launch(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):

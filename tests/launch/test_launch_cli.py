@@ -1,3 +1,4 @@
+import io
 import json
 import os
 import subprocess
@@ -7,7 +8,8 @@ import fiddle as fdl
 import pytest
 
 from ppo.config import diff, from_json
-from ppo.launch import cli, rundir
+from ppo.config.errors import ConfigError
+from ppo.launch import cli, rundir, slurm
 from ppo.launch.job import load_stored_config
 from ppo.metrics import read_records
 from tests.launch.conftest import REPO, run_launch
@@ -53,7 +55,7 @@ def test_local_run_end_to_end(toy, tmp_path):
     records = read_records(run_dir / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2, 3] and records[0]["train/lr"] == 0.5
     for name in ("config.json", "config.txt", "overrides.txt", "command.txt", "experiment.py", "git.txt",
-                 "versions.json", "launch.json", "job.json", "status.json", "job.log"):
+                 "versions.json", "launch.json", "wandb_config.json", "job.json", "status.json", "job.log"):
         assert (run_dir / name).is_file(), name
     assert (run_dir / "overrides.txt").read_text() == "--fiddler big_lr\n--name e2e\nsteps=4\noptimizer.lr=0.5\n"
     assert "optimizer.lr = 0.5  # <- override optimizer.lr=0.5 (was 2e-05)" in (run_dir / "config.txt").read_text()
@@ -73,6 +75,42 @@ def test_local_run_end_to_end(toy, tmp_path):
                                                          f"COMPLETED\n")
     rc, logs, _ = run_launch("logs", str(run_dir))
     assert rc == 0 and str(run_dir / "job.log") in logs
+
+
+def _parsed_config_txt(run_dir) -> dict[str, str]:
+    """What the trainer used to hand wandb, parsed back from ``config.txt`` and ``overrides.txt``."""
+    config = {}
+    for line in (run_dir / "config.txt").read_text().splitlines():
+        path, sep, value = line.partition(" = ")
+        if sep:
+            config[path.strip()] = value.split("  # ")[0].strip()
+    config["overrides"] = " ".join((run_dir / "overrides.txt").read_text().split())
+    return config
+
+
+@pytest.mark.parametrize("fiddlers,overrides", [([], []), (["big_lr"], ["optimizer.lr=0.5", "tag:Seed=3",
+                                                                         "data.path=a  # b"])])
+def test_the_run_dir_hands_the_trainer_the_config_as_data(toy, tmp_path, fiddlers, overrides):
+    """``wandb_config.json``: the values of ``config.txt`` without their comments, and the overrides on one line (what
+    the trainer parsed out of those files before, except that a value holding ``"  # "`` is no longer cut there); the
+    trainer reads it as it is."""
+    from ppo.launch.prepare import Request, prepare
+    from ppo.trainer import _wandb_config
+
+    prepared = prepare(Request(str(toy), overrides, fiddlers, name="data"))
+    run_dir = rundir.write_run_dir(prepared, [str(toy), *overrides], tmp_path / "run", rundir.GitState(None, False))
+    stored = json.loads((run_dir / rundir.WANDB_CONFIG).read_text())
+    parsed = _parsed_config_txt(run_dir)
+    if overrides:
+        assert parsed["data.path"] == "'a" and stored["data.path"] == "'a  # b'"
+        parsed["data.path"] = stored["data.path"]
+    assert stored == parsed
+    assert stored["name"] == "'data'" and list(stored)[-1] == "overrides"
+    if overrides:
+        assert stored["optimizer.lr"] == "0.5" and stored["seed"] == stored["data.seed"] == "3"
+        assert stored["overrides"] == "--fiddler big_lr --name data optimizer.lr=0.5 tag:Seed=3 data.path=a # b"
+    assert _wandb_config(run_dir) == stored
+    assert _wandb_config(tmp_path) == {}
 
 
 def test_a_failing_local_job_exits_1_and_status_says_why(toy, tmp_path):
@@ -137,9 +175,30 @@ def test_git_state_records_commit_and_diff(tmp_path):
     assert rundir.git_state(tmp_path).commit is None
 
 
+def test_the_slurm_pre_submit_check_takes_plain_arguments(tmp_path, monkeypatch):
+    texts = dict(shown_by_dry_run="the script", diff_saved_in="the run directory", subject="S", question="go? ")
+    monkeypatch.setattr(rundir, "REPO_ROOT", _git_repo(tmp_path / "dirty", dirty=True))
+    monkeypatch.setattr(slurm.shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError, match="needs sbatch on this machine .* --dry-run shows the script without it"):
+        slurm.check_submission(allow_dirty=True, yes=True, **texts)
+    monkeypatch.setattr(slurm.shutil, "which", lambda name: f"/usr/bin/{name}")
+    with pytest.raises(ConfigError, match=r"uncommitted changes; .* \(the diff is saved in the run directory\)$"):
+        slurm.check_submission(allow_dirty=False, yes=True, **texts)
+    monkeypatch.setattr("sys.stdin", io.StringIO())
+    with pytest.raises(ConfigError, match="^submitting S to SLURM needs confirmation: pass --yes$"):
+        slurm.check_submission(allow_dirty=True, yes=False, **texts)
+    git = slurm.check_submission(allow_dirty=True, yes=True, **texts)
+    assert git.dirty and "-a\n+b" in git.diff
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True, raising=False)
+    for answer, expected in (("y", git.commit), ("no", None)):
+        monkeypatch.setattr("builtins.input", lambda question, answer=answer: answer)
+        result = slurm.check_submission(allow_dirty=True, yes=False, **texts)
+        assert (result and result.commit) == expected
+
+
 def test_slurm_submission_refuses_a_dirty_tree_and_asks_for_confirmation(toy, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(slurm.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(rundir, "REPO_ROOT", _git_repo(tmp_path / "dirty", dirty=True))
     argv = [str(toy), "--executor", "slurm", "--run-dir", "r"]
     assert cli.main(argv) == 2

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ppo.launch import cli
+from tests.launch.conftest import launch_script
 from tests.sweep.conftest import CURVE, run_launch, write_sweep
 
 BODY = '''
@@ -15,7 +15,7 @@ stopping=EarlyStopping(gates=['data["train/reward"]["2"] > 0.05'], rule=MedianSt
 
 
 def dry_run(capsys, *argv) -> tuple[int, str, str]:
-    rc = cli.main([*map(str, argv), "--dry-run"])
+    rc = launch_script().main([*map(str, argv), "--dry-run"])
     out, err = capsys.readouterr()
     return rc, out, err
 
