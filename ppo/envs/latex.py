@@ -4,8 +4,9 @@ math-verify (HuggingFace's grader for MATH, DAPO-Math and AIME style answers) de
 ``2\\sqrt{3}`` = ``\\sqrt{12}``, interval and set equality, and so on, through SymPy.  SymPy can run for ever on
 inputs such as ``10^{10^{10}}``, and math-verify's own guard (``signal.alarm``) only works in a main thread and
 cannot interrupt C-level big-integer arithmetic.  So its timeouts are switched off here and the callers bound the
-time from outside, by killing the process this runs in: ``ppo.envs.latex_guard`` (for ``verify``) and the worker
-pool of ``ppo.envs.math_env``.  Never call this directly from a process that must stay responsive.
+time from outside, by killing the process this runs in: the worker pools (``ppo.envs.pool.TimeoutPool``) of
+``ppo.envs.math.verify`` and ``ppo.envs.math_env``.  Never call this directly from a process that must stay
+responsive.
 """
 
 from __future__ import annotations

@@ -2,21 +2,32 @@
 
 Plain-number references (GSM8K, AIME, most of DAPO-Math) are decided here by exact rational comparison of the
 extracted answer, which is fast and needs no SymPy.  Anything else (``\\frac{\\pi}{2}``, ``(0, 1]``, ``2\\sqrt{3}``)
-goes to math-verify, run under a hard time limit in a helper process (``ppo.envs.latex_guard``) so that a
-pathological answer costs at most ``timeout`` seconds and scores 0.0.  ``verify`` never raises and never hangs.
+goes to math-verify, run under a hard time limit in a worker process (the ``TimeoutPool`` of ``ppo.envs.pool``, the
+same mechanism the training path's ``MathEnvironment`` uses) so that a pathological answer costs at most
+``timeout`` seconds and scores 0.0.  ``verify`` never raises and never hangs.
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
+import multiprocessing
+import os
+import threading
 from collections.abc import Callable
 from numbers import Rational
+from typing import Any
 
 from ppo.envs.answer import as_text, extract_answer, normalize_answer, numbers_equal, parse_number
 
 __all__ = ["extract_answer", "normalize_answer", "reference_answer", "score_answer", "verify", "VERIFY_TIMEOUT"]
 
+logger = logging.getLogger(__name__)
+
 VERIFY_TIMEOUT = 5.0
 """Seconds math-verify may spend on one comparison before the response scores 0.0."""
+STARTUP_TIMEOUT = 60.0
+"""Seconds ``verify``'s worker may take to start (spawn, import math-verify and SymPy); not charged to a comparison."""
 MAX_SYMBOLIC_CHARS = 1000
 """Longer answers are not handed to math-verify at all: no reference answer is that long, and SymPy's cost grows
 with length far faster than linearly."""
@@ -28,12 +39,13 @@ def verify(response: object, ground_truth: object, *, timeout: float = VERIFY_TI
     """1.0 when the response's final answer (see ``extract_answer``) equals the reference answer, else 0.0.
 
     ``ground_truth`` is a bare answer (``"18"``, ``"1,200"``, ``"\\frac{1}{2}"``) or a text holding one after a
-    ``####`` or in a ``\\boxed{}``.  Safe from any thread or process; any failure scores 0.0.
+    ``####`` or in a ``\\boxed{}``.  Safe from any thread; any failure scores 0.0.  A symbolic comparison needs a
+    worker process, which a daemonic process (a ``multiprocessing.Pool`` worker) may not start: there such answers
+    score 0.0 (with a warning), while plain numbers are still decided exactly.
     """
-    from ppo.envs.latex_guard import guarded_latex_equal
 
     def symbolic(reference: str, candidate: str) -> bool | None:
-        return guarded_latex_equal(reference, candidate, timeout)
+        return _SYMBOLIC.equal(reference, candidate, timeout)
 
     try:
         return score_answer(response, ground_truth, symbolic)
@@ -45,7 +57,7 @@ def score_answer(response: object, ground_truth: object, latex_equal: LatexEqual
     """``verify`` with the symbolic comparison supplied by the caller (who is responsible for bounding its time).
 
     The environment's worker processes pass math-verify itself, unguarded, because the pool that runs them kills
-    a worker that overruns; ``verify`` passes the helper-process guard.
+    a worker that overruns; ``verify`` passes a comparison that runs in such a pool.
     """
     reference = reference_answer(ground_truth)
     candidate = extract_answer(response)
@@ -75,3 +87,74 @@ def reference_answer(ground_truth: object) -> str | None:
     if "####" in text or "\\boxed" in text or "\\fbox" in text:
         return extract_answer(text)
     return normalize_answer(text) or None
+
+
+class SymbolicPool:
+    """``verify``'s math-verify comparisons: a one-worker ``TimeoutPool``, made on first use, shared by the threads of
+    this process (served one at a time).
+
+    ``equal`` answers True/False, or None when the comparison overran ``timeout`` or killed its worker (a crash in
+    SymPy, the worker's memory limit); the pool replaces the worker either way.  After ``fork`` the child makes its
+    own pool: the parent's belongs to the parent and is neither used nor closed there.
+    """
+
+    def __init__(self, initializer: Callable[[], None] | None = None, startup_timeout: float = STARTUP_TIMEOUT):
+        self.initializer = initializer
+        self.startup_timeout = startup_timeout
+        self._lock = threading.Lock()
+        self._pool: Any = None
+        self._owner_pid = os.getpid()
+        self._inherited: list[Any] = []
+        self._warned_daemonic = False
+
+    def equal(self, reference: str, candidate: str, timeout: float) -> bool | None:
+        if multiprocessing.current_process().daemon:
+            if not self._warned_daemonic:
+                self._warned_daemonic = True
+                logger.warning("verify runs in a daemonic process, which may not start the worker that bounds "
+                               "math-verify's time: answers that are not plain numbers score 0.0 here")
+            return None
+        from ppo.envs.math_worker import compare_answers
+
+        with self._lock:
+            (result,), _ = self._ensure_pool().map(compare_answers, [(reference, candidate)], timeout=timeout,
+                                                   default=None)
+        return result
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+            if pool is not None and self._owner_pid == os.getpid():
+                pool.close()
+
+    def _ensure_pool(self) -> Any:
+        if self._owner_pid != os.getpid():
+            self._forget_inherited()
+        if self._pool is None:
+            from multiprocessing.util import Finalize
+
+            from ppo.envs.math_worker import init_worker
+            from ppo.envs.pool import TimeoutPool
+
+            self._pool = TimeoutPool(1, initializer=self.initializer or init_worker,
+                                     startup_timeout=self.startup_timeout)
+            # A multiprocessing child joins its (non-daemonic) child processes when its target returns, before the
+            # pool's own exit hook would stop the worker: close the pool first, or that join waits for ever.
+            Finalize(self._pool, self._pool.close, exitpriority=1)
+        return self._pool
+
+    def _forget_inherited(self) -> None:
+        """Keep the parent's pool object alive but unused: closing it here would kill the parent's worker."""
+        if self._pool is not None:
+            self._inherited.append(self._pool)
+        self._pool, self._owner_pid = None, os.getpid()
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()  # another thread of the parent may have held it at the fork
+        self._forget_inherited()
+
+
+_SYMBOLIC = SymbolicPool()
+atexit.register(_SYMBOLIC.close)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_SYMBOLIC._after_fork_in_child)

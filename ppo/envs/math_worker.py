@@ -1,14 +1,14 @@
 """What a scoring worker process runs: answer verification with math-verify in-process.
 
 Inside a ``TimeoutPool`` worker the pool itself is the time limit (it kills the worker), so math-verify runs here
-without the helper process that ``ppo.envs.math.verify`` needs, and without its signal-based timeouts.
+without its signal-based timeouts.  ``MathEnvironment``'s pool runs ``score_item``; ``ppo.envs.math.verify``'s pool
+runs ``compare_answers``.
 """
 
 from __future__ import annotations
 
 from ppo.envs.answer import extract_answer
 from ppo.envs.latex import latex_equal, quiet_math_verify
-from ppo.envs.latex_guard import limit_address_space
 from ppo.envs.math import score_answer
 
 WORKER_MEMORY_BYTES = 2 << 30
@@ -29,3 +29,32 @@ def score_item(response: object, ground_truth: object) -> tuple[float, bool]:
         return score_answer(response, ground_truth, latex_equal), extract_answer(response) is not None
     except Exception:
         return 0.0, False
+
+
+def compare_answers(reference: str, candidate: str) -> bool:
+    """math-verify's verdict on two bare answers (``latex_equal``); False if it raises."""
+    try:
+        return latex_equal(str(reference), str(candidate))
+    except Exception:
+        return False
+
+
+def limit_address_space(extra_bytes: int) -> None:
+    """Cap this process's address space at its current size plus ``extra_bytes`` (Linux; a no-op elsewhere).
+
+    Measured from the current size because SymPy and NumPy already map hundreds of MB after import, so a fixed cap
+    would be either too tight to import or too loose to matter.
+    """
+    try:
+        import resource
+
+        with open("/proc/self/status") as status:
+            vm_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+        limit = vm_kb * 1024 + extra_bytes
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        if soft == resource.RLIM_INFINITY or limit < soft:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, OSError, ValueError, StopIteration):
+        pass

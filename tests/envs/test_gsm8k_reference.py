@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import ppo.envs.latex_guard
+import ppo.envs.math
 from ppo.envs.math import verify
 
 GSM8K_TEST = Path("/work/shared/data/gsm8k/test.jsonl")
@@ -44,7 +44,12 @@ def _styles(solution: str, answer: str) -> dict[str, str]:
 def no_symbolic(monkeypatch):
     """Records symbolic comparisons (``verify`` would swallow an exception raised here, so the test checks the list)."""
     calls: list[tuple] = []
-    monkeypatch.setattr(ppo.envs.latex_guard, "guarded_latex_equal", lambda *args: calls.append(args))
+
+    class Recorder:
+        def equal(self, *args):
+            calls.append(args)
+
+    monkeypatch.setattr(ppo.envs.math, "_SYMBOLIC", Recorder())
     yield calls
     assert not calls, f"math-verify was consulted for plain-number answers, first: {calls[0]}"
 

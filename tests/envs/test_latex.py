@@ -1,4 +1,4 @@
-"""Answers that are not plain numbers, judged by math-verify through ``verify``'s time-limited helper process."""
+"""Answers that are not plain numbers, judged by math-verify through ``verify``'s time-limited worker process."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_latex_answers(response, truth, reward):
 
 
 def test_verify_from_many_threads_at_once():
-    """Trainer threads share one helper; math-verify's own timeout would raise ValueError off the main thread."""
+    """Threads share one worker; math-verify's own timeout would raise ValueError off the main thread."""
     results: list[float] = []
     lock = threading.Lock()
 
