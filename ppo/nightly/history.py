@@ -66,12 +66,12 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ppo.atomic import write_json_atomic
 from ppo.metrics.encoding import encode_float
 from ppo.metrics.loader import normalize_reference_layout
 from ppo.metrics.reader import MetricsFormatError
@@ -260,13 +260,13 @@ def write_record(history: str | os.PathLike[str], record: NightRecord) -> Path:
         keep = path.parent / SUPERSEDED_DIR / f"{record.recipe}.{stamp}.json"
         keep.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, keep)
-    write_json_atomic(path, record.to_json())
+    _write_json(path, record.to_json())
     return path
 
 
 def write_baseline(history: str | os.PathLike[str], baseline: Baseline) -> Path:
     path = baseline_path(history, baseline.recipe)
-    write_json_atomic(path, baseline.to_json())
+    _write_json(path, baseline.to_json())
     return path
 
 
@@ -301,25 +301,9 @@ def load_history(history: str | os.PathLike[str]) -> History:
     return History(records, baselines, problems)
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
+def _write_json(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(obj, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def file_mode() -> int:
-    """What ``open()`` would give a new file under the current umask (``mkstemp`` files are owner-only)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    write_json_atomic(path, obj, indent=1, allow_nan=False, ensure_ascii=False)
 
 
 def _read_json(path: Path) -> Any:
