@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ppo.metrics import MetricsFormatError, load_metrics
+from ppo.metrics import MetricsFormatError, last_step, load_metrics
 from ppo.sweep.state import read_sweep_dir
-from ppo.sweep.stopping import last_step, value_at
+from ppo.sweep.stopping import value_at
 
 
 @dataclass

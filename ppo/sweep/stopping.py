@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ppo.config.errors import ConfigError
-from ppo.metrics import CheckError, Status, parse_check, run_checks
+from ppo.metrics import CheckError, Status, last_step, parse_check, run_checks
 from ppo.metrics.expressions import Check
 
 Data = Mapping[str, Mapping[str, float]]
@@ -156,10 +156,6 @@ class EarlyStopping:
                 raise ConfigError(f"EarlyStopping.rule must be SuccessiveHalving(...) or MedianStopping(...), got "
                                   f"{self.rule!r}")
             self.rule.validate()
-
-
-def last_step(data: Data) -> int | None:
-    return max((int(s) for series in data.values() for s in series), default=None)
 
 
 def value_at(series: Mapping[str, float], step: int) -> float | None:

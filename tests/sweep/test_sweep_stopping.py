@@ -6,9 +6,8 @@ import math
 import pytest
 
 from ppo.config.errors import ConfigError
-from ppo.metrics import load_metrics
-from ppo.sweep.stopping import (Divergence, EarlyStopping, MedianStopping, SuccessiveHalving, judge, last_step,
-                                value_at)
+from ppo.metrics import last_step, load_metrics
+from ppo.sweep.stopping import Divergence, EarlyStopping, MedianStopping, SuccessiveHalving, judge, value_at
 from tests.sweep.conftest import write_metrics
 
 
