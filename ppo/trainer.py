@@ -37,6 +37,7 @@ from ppo.algorithms import (
     kl_penalty,
     masked_mean,
     overlong_penalty,
+    reduce_metrics,
     scale_rewards,
     token_level_rewards,
 )
@@ -50,20 +51,6 @@ PARTIAL = ".partial"
 
 class TrainingStopped(RuntimeError):
     pass
-
-
-def _mean_metrics(pieces: list[dict], prefix: str) -> dict[str, float]:
-    """Average per-optimizer-step metrics over the epoch's steps (``*_min``/``*_max`` keep min/max)."""
-    out: dict[str, float] = {}
-    for key in dict.fromkeys(k for p in pieces for k in p):
-        values = [p[key] for p in pieces if key in p]
-        if key.endswith("_min"):
-            out[prefix + key] = min(values)
-        elif key.endswith("_max"):
-            out[prefix + key] = max(values)
-        else:
-            out[prefix + key] = sum(values) / len(values)
-    return out
 
 
 def _wandb_config(run_dir: Path) -> dict[str, str]:
@@ -335,8 +322,8 @@ class PPOTrainer:
         if kl is not None and cfg.kl_target is not None:
             self.kl.update(metrics["train/kl_to_reference"], cfg.prompts_per_step * cfg.generations_per_prompt)
 
-        metrics.update(_mean_metrics(policy_steps, "train/"))
-        metrics.update(_mean_metrics(critic_steps, "train/critic/"))
+        metrics.update(reduce_metrics(policy_steps, over="steps", prefix="train/"))
+        metrics.update(reduce_metrics(critic_steps, over="steps", prefix="train/critic/"))
         metrics["train/policy_updated"] = float(train_policy)
         metrics["train/skipped_updates"] = float(skipped)
         metrics["train/reward"] = batch["scores"].mean().item()

@@ -21,7 +21,7 @@ _EXPORTS = {
     "compute_gae": "gae", "compute_gae_loop": "gae", "length_adaptive_lambda": "gae",
     "KL_KINDS": "kl", "KLController": "kl", "adaptive_kl_coef": "kl", "kl_penalty": "kl",
     "masked_mean": "masked", "masked_sum": "masked", "masked_var": "masked", "masked_whiten": "masked",
-    "reduce_microbatch_metrics": "metrics",
+    "reduce_metrics": "metrics",
     "clipped_pg_loss": "policy_loss", "importance_weights": "policy_loss",
     "last_trainable_index": "rewards", "overlong_penalty": "rewards", "scale_rewards": "rewards",
     "token_level_rewards": "rewards", "whiten_rewards": "rewards",

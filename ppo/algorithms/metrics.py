@@ -1,8 +1,11 @@
-"""Combining the metrics of micro-batches (and data-parallel ranks) into the step's metrics.
+"""Combining metric dicts into the step's metrics: the micro-batches (and data-parallel ranks) of one optimizer step,
+then the optimizer steps of one PPO step (:func:`reduce_metrics`).
 
-Loss functions return pieces already divided by the global counts, so most metrics are **sums**.  The exceptions,
-by name: ``*_min`` take the min, ``*_max`` the max, ``lr`` and ``reward`` are averaged, the ``global_valid_*``
-counts are the same on every piece, and ``explained_var`` is recomputed from the summed moments.
+Over **micro-batches**, loss functions return pieces already divided by the global counts, so most metrics are
+**sums**.  The exceptions, by name: ``*_min`` take the min, ``*_max`` the max, ``lr`` and ``reward`` are averaged,
+the ``global_valid_*`` counts are the same on every piece, and ``explained_var`` is recomputed from the summed
+moments.  Over **optimizer steps** every metric is the **mean** of the steps' values, except ``*_min`` (min) and
+``*_max`` (max).
 """
 
 from __future__ import annotations
@@ -16,24 +19,45 @@ from ppo.algorithms.value_loss import explained_variance
 AVERAGED = ("lr", "reward")
 SHARED = ("global_valid_toks", "global_valid_seqs")
 EV_MOMENTS = ("returns_mean", "returns_sq_mean", "values_mean", "residual_sq_mean")
+OVER = ("microbatches", "steps")
 
 
-def reduce_microbatch_metrics(pieces: Iterable[Mapping[str, torch.Tensor | float]]) -> dict[str, float]:
-    """One dict of floats from the metric dicts of several micro-batches (see the module docstring)."""
+def reduce_metrics(
+    pieces: Iterable[Mapping[str, torch.Tensor | float]], *, over: str, prefix: str = ""
+) -> dict[str, float]:
+    """One dict of floats from several metric dicts (see the module docstring); ``prefix`` is put before every name.
+
+    ``over="microbatches"``: the pieces of one optimizer step, tensors or floats, combined in float64.
+    ``over="steps"``: the dicts this function returned for each optimizer step (floats), averaged in step order.
+    A metric missing from some pieces is combined over the pieces that have it.
+    """
+    if over not in OVER:
+        raise ValueError(f"over must be one of {OVER}, got {over!r}")
     pieces = list(pieces)
-    keys = dict.fromkeys(k for p in pieces for k in p)
-    reduced: dict[str, float] = {}
-    for key in keys:
-        values = torch.stack([torch.as_tensor(p[key], dtype=torch.float64).detach().cpu() for p in pieces if key in p])
-        if key.endswith("_min"):
-            reduced[key] = values.min().item()
-        elif key.endswith("_max") or key in SHARED:
-            reduced[key] = values.max().item()
-        elif key in AVERAGED:
-            reduced[key] = values.mean().item()
-        else:
-            reduced[key] = values.sum().item()
-    if "explained_var" in reduced and all(k in reduced for k in EV_MOMENTS):
+    combine = _over_steps if over == "steps" else _over_microbatches
+    reduced = {
+        key: combine(key, [p[key] for p in pieces if key in p]) for key in dict.fromkeys(k for p in pieces for k in p)
+    }
+    if over == "microbatches" and "explained_var" in reduced and all(k in reduced for k in EV_MOMENTS):
         moments = {k: torch.tensor(reduced[k], dtype=torch.float64) for k in EV_MOMENTS}
         reduced["explained_var"] = explained_variance(**moments).item()
-    return reduced
+    return {prefix + key: value for key, value in reduced.items()}
+
+
+def _over_microbatches(key: str, values: list[torch.Tensor | float]) -> float:
+    stacked = torch.stack([torch.as_tensor(v, dtype=torch.float64).detach().cpu() for v in values])
+    if key.endswith("_min"):
+        return stacked.min().item()
+    if key.endswith("_max") or key in SHARED:
+        return stacked.max().item()
+    if key in AVERAGED:
+        return stacked.mean().item()
+    return stacked.sum().item()
+
+
+def _over_steps(key: str, values: list[float]) -> float:
+    if key.endswith("_min"):
+        return min(values)
+    if key.endswith("_max"):
+        return max(values)
+    return sum(values) / len(values)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ppo.algorithms.metrics import reduce_microbatch_metrics
+from ppo.algorithms.metrics import reduce_metrics
 from ppo.models.optim import SCHEDULES, OptimizerSettings, learning_rate  # noqa: F401 - their import path too
 
 
@@ -116,7 +116,7 @@ class ModelTrainer:
         grad_norm, skipped = self._clip_and_update()
         if not skipped:
             self.steps_done += 1
-        reduced = reduce_microbatch_metrics(_gather_over_data_parallel(pieces))
+        reduced = reduce_metrics(_gather_over_data_parallel(pieces), over="microbatches")
         reduced.update({"grad_norm": grad_norm, "lr": lr, "skipped": float(skipped)})
         return reduced
 

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ppo.algorithms import clipped_pg_loss, reduce_microbatch_metrics, value_loss
+from ppo.algorithms import clipped_pg_loss, reduce_metrics, value_loss
 from tests.algorithms import reference as ref
 
 SPLITS = [[0, 6], [0, 1, 6], [0, 2, 3, 6], [0, 1, 2, 3, 4, 5, 6]]
@@ -130,7 +130,7 @@ def split_sum(fn, batch, bounds, keys, global_kwargs, **kw):
         total = total + loss
         pieces.append(metrics)
     (grad,) = torch.autograd.grad(total, leaf)
-    return total.detach(), grad, reduce_microbatch_metrics(pieces)
+    return total.detach(), grad, reduce_metrics(pieces, over="microbatches")
 
 
 @pytest.mark.parametrize("aggregation", ["token", "sequence"])

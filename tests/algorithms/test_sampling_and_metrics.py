@@ -1,7 +1,9 @@
+import math
+
 import pytest
 import torch
 
-from ppo.algorithms import dynamic_sampling_mask, group_mean_std, reduce_microbatch_metrics
+from ppo.algorithms import dynamic_sampling_mask, group_mean_std, reduce_metrics
 
 
 def test_dynamic_sampling_drops_all_equal_groups():
@@ -25,6 +27,44 @@ def test_reduction_rules():
         {"loss": 0.5, "probs_ratio_min": 0.8, "probs_ratio_max": 1.05, "lr": 1e-6, "reward": 0.0,
          "global_valid_toks": 10.0},
     ]
-    out = reduce_microbatch_metrics(pieces)
+    out = reduce_metrics(pieces, over="microbatches")
     assert out == {"loss": 0.75, "probs_ratio_min": 0.8, "probs_ratio_max": 1.1, "lr": 1e-6, "reward": 0.5,
                    "global_valid_toks": 10.0}
+
+
+def test_microbatch_tensors_moments_and_prefix():
+    """Tensors become floats; ``explained_var`` comes from the summed moments, not from the pieces' values."""
+    pieces = [
+        {"loss": torch.tensor(0.25), "returns_mean": 0.5, "returns_sq_mean": 0.5, "values_mean": 0.25,
+         "residual_sq_mean": 0.25, "explained_var": -7.0},
+        {"loss": torch.tensor(0.5, dtype=torch.float64), "returns_mean": 0.25, "returns_sq_mean": 0.25,
+         "values_mean": 0.25, "residual_sq_mean": 0.0, "explained_var": -7.0},
+    ]
+    out = reduce_metrics(pieces, over="microbatches", prefix="train/critic/")
+    assert list(out) == ["train/critic/" + k for k in pieces[0]]
+    assert out["train/critic/loss"] == 0.75 and isinstance(out["train/critic/loss"], float)
+    # E R = 0.75, E R² = 0.75, E V = 0.5, E(R−V)² = 0.25: EV = 1 − (0.25 − 0.0625) / (0.75 − 0.5625) = 0
+    assert out["train/critic/explained_var"] == pytest.approx(0.0)
+
+
+def test_optimizer_steps_are_averaged_except_min_and_max():
+    """Over the optimizer steps of a PPO step everything is a mean, counts and ``explained_var`` included, in step
+    order on the floats; a metric some steps lack is averaged over the steps that have it."""
+    steps = [
+        {"loss": 0.1, "probs_ratio_min": 0.9, "probs_ratio_max": 1.1, "lr": 1e-6, "global_valid_toks": 10.0,
+         "explained_var": 0.5, "grad_norm": 2.0},
+        {"loss": 0.2, "probs_ratio_min": 0.8, "probs_ratio_max": 1.3, "lr": 2e-6, "global_valid_toks": 14.0,
+         "explained_var": 0.1, "grad_norm": 4.0, "skipped": 1.0},
+        {"loss": 0.4, "probs_ratio_min": 0.95, "probs_ratio_max": 1.2, "lr": 3e-6, "global_valid_toks": 12.0,
+         "explained_var": 0.3, "grad_norm": 3.0},
+    ]
+    out = reduce_metrics(steps, over="steps", prefix="train/")
+    assert out == {
+        "train/loss": (0.1 + 0.2 + 0.4) / 3, "train/probs_ratio_min": 0.8, "train/probs_ratio_max": 1.3,
+        "train/lr": (1e-6 + 2e-6 + 3e-6) / 3, "train/global_valid_toks": 12.0,
+        "train/explained_var": (0.5 + 0.1 + 0.3) / 3, "train/grad_norm": 3.0, "train/skipped": 1.0,
+    }
+    assert reduce_metrics([], over="steps", prefix="train/") == {}
+    assert math.isnan(reduce_metrics([{"loss": 1.0}, {"loss": float("nan")}], over="steps")["loss"])
+    with pytest.raises(ValueError, match="over must be one of"):
+        reduce_metrics(steps, over="epochs")
