@@ -1,8 +1,8 @@
 """The shared base of the GPU recipes: DAPO-style PPO with a critic on math (the reference's "ppo_math_1B").
 
 ``base_config(name, model, nodes=...)`` returns the whole graph; a recipe (``math_1b.py``, ``qwen2p5_1p5b_gsm8k.py``,
-``dsr1_7b.py``) calls it and changes only what differs.  The values are the recipe facts of
-``shared/notes/formulas.md``:
+``dsr1_7b.py``) calls it and changes only what differs.  The values are that reference recipe's (the flattened result is
+``tests/experiments/golden/math_1b.txt``):
 
 - 32 prompts × 16 generations a step, 4 PPO epochs (one optimizer step each over the whole batch);
 - GAE with λ 0.95, γ 1, advantages whitened; a critic with value-loss scale 0.4 and value clip 0.2;

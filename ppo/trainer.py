@@ -1,6 +1,6 @@
 """The PPO loop: actor-critic with a learned value model and GAE, rollouts on vLLM, workers on Ray.
 
-One step, in the order of notes/formulas.md:
+One step, in order (docs/ppo.md, section 2, says what each phase does and why the order matters):
 
     1. prompts × generations_per_prompt          (the data loader, repeated per sample)
     2. refit the engines if the policy changed   (policy ranks stream HF-named buckets to vLLM, not via the driver)

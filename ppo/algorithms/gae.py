@@ -1,6 +1,6 @@
 """Generalised Advantage Estimation with carry-forward masking, as one compiled pass.
 
-The recurrence (notes/formulas.md), run backwards over the tokens of each row with ``nextV = 0`` and ``A = 0``::
+The recurrence (docs/ppo.md, section 4), run backwards over the tokens of each row with ``nextV = 0`` and ``A = 0``::
 
     δ_t   = r_t + γ·nextV − V_t
     A_new = δ_t + γ·λ·A

@@ -1,4 +1,4 @@
-"""Independent float64 references written from notes/formulas.md as plain Python loops over lists.
+"""Independent float64 references written from the formulas of docs/ppo.md as plain Python loops over lists.
 
 Nothing here uses torch ops or the library: it is the specification in executable form.
 """
