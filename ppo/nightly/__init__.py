@@ -11,7 +11,8 @@
 - :mod:`~ppo.nightly.page`: the offline, self-auditing HTML page.
 - :mod:`~ppo.nightly.report`: the dashboard's content.
 
-The plotting modules import plotly; the rest needs only the standard library and :mod:`ppo.metrics`.
+The plotting modules import plotly; the rest needs only the standard library, :mod:`ppo.metrics` and
+:mod:`ppo.launch.rundir`.
 """
 
 from ppo.nightly.history import (

@@ -60,7 +60,7 @@ def run_baseline(entry: SuiteEntry, seeds: int, options: NightOptions, *, first_
             executor=options.executor, run_dir=run_dir, timeout_s=entry.timeout_s, extra_args=entry.launch_args,
         )
         facts = read_run_dir(run_dir)
-        problem = describe_launch_failure(result) or facts.metrics_problem
+        problem = describe_launch_failure(result, facts.job_error) or facts.metrics_problem
         runs.append({
             "seed": seed, "run_dir": str(run_dir.resolve()), "exit_code": result.exit_code,
             "last_step": facts.last_step, "used": not problem, "problem": problem,

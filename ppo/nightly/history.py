@@ -24,8 +24,9 @@ A night record (``schema`` 1), one JSON object; every key is always present, ``n
       "night": "2025-06-01",
       "started_at": "2025-06-01T02:00:03+00:00",   # UTC, ISO 8601; orders reruns within a night
       "status": "PASS" | "FAIL" | "INFRA-FAIL",
-      "reason": "",                                # one line: why INFRA-FAIL (launch exit code and its stderr
-                                                   # line, step not reached, timeout); "" otherwise
+      "reason": "",                                # one line: why INFRA-FAIL (launch exit code and the job's
+                                                   # error or the launcher's last stderr line, step not
+                                                   # reached, timeout); "" otherwise
       "step_needed": 100,                          # NIGHTLY["step"]: checks run only if the run got there
       "last_step": 100,                            # the largest step in the run's metrics.jsonl
       "checks": [{"check": "<expression>", "status": "PASS", "value": 0.81, "message": ""}, ...],
@@ -35,12 +36,12 @@ A night record (``schema`` 1), one JSON object; every key is always present, ``n
       "overrides": ["trainer.max_steps=100"],
       "executor": "local",
       "launch": {"command": [...], "exit_code": 0, "stderr_tail": "..."},   # null for `nightly.py record`
-      "git_commit": "<sha>", "git_dirty": false,  # from RUN_DIR/git.json (run: else the checkout's HEAD)
+      "git_commit": "<sha>", "git_dirty": false,  # RUN_DIR/launch.json (run: else the checkout's HEAD)
       "config_hash": "<sha256 hex>",               # of RUN_DIR/config.txt, else of RUN_DIR/config.json
       "config_text": "<flattened config>",         # RUN_DIR/config.txt: what the dashboard diffs
       "versions": {"torch": "2.13.0", ...},        # RUN_DIR/versions.json (run: else installed versions)
       "run_dir": "/abs/path/to/run",
-      "wandb_url": null,
+      "wandb_url": null,                           # RUN_DIR/wandb.json (null: offline, or no wandb)
       "wall_time_s": 612.4,
       "curves": {"train/reward": {"1": 0.12, "2": 0.15, ...}, ...}
     }

@@ -11,7 +11,7 @@ optionally, the files :mod:`ppo.nightly.rundir` reads. A local launch blocks unt
 returns once the job is submitted, so the runner then follows it with ``<launcher> status RUN_DIR --wait`` (exit 0
 completed, 1 failed) and, past the entry's ``timeout_s``, cancels it with ``<launcher> cancel RUN_DIR``. Output goes
 to ``<run dir>.stdout.log`` and ``<run dir>.stderr.log`` beside the run directory; the record keeps the last lines
-of standard error.
+of standard error, and its reason names the job's own error (``status.json``) when the job failed.
 
 The verdict:
 
@@ -39,7 +39,7 @@ from pathlib import Path
 from ppo.metrics.checks import Status, run_checks
 from ppo.metrics.expressions import parse_check
 from ppo.nightly.history import KEY_METRICS, NightRecord, check_name, write_record
-from ppo.nightly.rundir import RunFacts, checkout_commit, installed_versions, read_run_dir, select_curves
+from ppo.nightly.rundir import RunFacts, checkout_facts, read_run_dir, select_curves
 from ppo.nightly.suite import Nightly, SuiteEntry
 
 EXECUTORS = ("local", "slurm")
@@ -172,14 +172,18 @@ def judge(
             for c in checks
         ]
     if launch_result is not None:
-        launch_problem = describe_launch_failure(launch_result)
+        launch_problem = describe_launch_failure(launch_result, facts.job_error)
         if launch_problem:
             status, reason = Status.INFRA_FAIL.value, launch_problem
     return status, reason, results, curves
 
 
-def describe_launch_failure(result: LaunchResult) -> str:
-    """One line saying why a launch failed, ``""`` if it (and, for SLURM, the job) succeeded."""
+def describe_launch_failure(result: LaunchResult, job_error: str | None = None) -> str:
+    """One line saying why a launch failed, ``""`` if it (and, for SLURM, the job) succeeded.
+
+    ``job_error`` is the job's own one-line error (``status.json``); it says why, where the launcher's last line
+    of standard error only points to the job's log.
+    """
     if result.error:
         return result.error
     if result.timed_out:
@@ -195,7 +199,7 @@ def describe_launch_failure(result: LaunchResult) -> str:
     else:
         meaning = LAUNCH_EXIT_MEANING.get(result.exit_code, "unexpected exit code")
         what = f"exited {result.exit_code} ({meaning})"
-    last = next((line for line in reversed(result.stderr_tail.splitlines()) if line.strip()), "")
+    last = job_error or next((line for line in reversed(result.stderr_tail.splitlines()) if line.strip()), "")
     return f"launcher {what}" + (f": {last.strip()}" if last else "")
 
 
@@ -203,7 +207,7 @@ def run_entry(entry: SuiteEntry, options: NightOptions) -> NightRecord:
     """Launch one suite entry, judge it, write and return its record."""
     run_dir = fresh_run_dir(options.runs_dir / options.night / entry.name)
     started = utc_now()
-    commit, dirty = checkout_commit()
+    commit, dirty, versions = checkout_facts()
     options.log(f"[nightly] {entry.name}: launching {entry.experiment} -> {run_dir}")
     result = launch(
         options.launcher, entry.experiment, entry.overrides,
@@ -228,7 +232,7 @@ def run_entry(entry: SuiteEntry, options: NightOptions) -> NightRecord:
         git_dirty=facts.git_dirty if facts.git_commit else dirty,
         config_hash=facts.config_hash,
         config_text=facts.config_text,
-        versions=facts.versions if facts.versions is not None else installed_versions(),
+        versions=facts.versions if facts.versions is not None else versions,
         run_dir=str(run_dir.resolve()),
         wandb_url=facts.wandb_url,
         wall_time_s=round(result.wall_time_s, 3),

@@ -1,12 +1,9 @@
-"""Shared pieces of the nightly tests: the CLIs as subprocesses, the fake launcher, run directories with
-real-looking metrics logs, a small git repository, and a synthetic multi-night history."""
+"""Shared pieces of the nightly tests: the CLIs as subprocesses, run directories made by the real launch.py from
+the stand-in experiment (tests/nightly/stand_in.py), a small git repository, and a synthetic multi-night history."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
-import random
 import shlex
 import subprocess
 import sys
@@ -14,23 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from ppo.metrics import MetricsWriter
 from ppo.nightly.baseline import band
 from ppo.nightly.history import KEY_METRICS, Baseline, NightRecord, write_baseline, write_record
 
+from tests.nightly.stand_in import CHECKS, STEP, curves
+
 REPO = Path(__file__).resolve().parents[2]
 FAKE_LAUNCH = Path(__file__).with_name("fake_launch.py")
-
-STEP = 20
-CHECKS = [
-    f'data["validation/accuracy"]["{STEP}"] >= 0.6',
-    'mean(data["train/critic/explained_var"], -5) > 0',
-    'max(data["train/token_mult_prob_error"]) < 1.05',
-    '0 <= min(data["train/critic/loss"]) and max(data["train/critic/loss"]) < 6',
-]
+STAND_IN = Path(__file__).with_name("stand_in.py")
 
 
 def fake_launcher() -> str:
+    """launch.py as a SLURM submit host shows it (tests/nightly/fake_launch.py)."""
     return shlex.join([sys.executable, str(FAKE_LAUNCH)])
 
 
@@ -42,8 +34,9 @@ def run_cli(script: str, *args: object, cwd: Path = REPO, timeout: float = 180) 
 
 
 def write_experiment(path: Path, *, step: int | None = STEP, checks: list[str] = CHECKS) -> Path:
+    """A self-contained experiment file: a copy of the stand-in whose NIGHTLY is replaced by the one given."""
     nightly = {"checks": checks} if step is None else {"step": step, "checks": checks}
-    path.write_text(f'"""A stand-in experiment: only its NIGHTLY is read."""\n\nNIGHTLY = {nightly!r}\n')
+    path.write_text(f"{STAND_IN.read_text()}\n\nNIGHTLY = {nightly!r}\n")
     return path
 
 
@@ -52,45 +45,16 @@ def experiment(tmp_path: Path) -> Path:
     return write_experiment(tmp_path / "exp_fake.py")
 
 
-def curves(steps: int = STEP, *, seed: int = 0, quality: float = 0.8, mult_error: float = 1.002) -> dict:
-    """Reference-layout key metrics shaped like a PPO run that learns (validation every 5 steps)."""
-    rng = random.Random(seed)
-    out: dict[str, dict[str, float]] = {m: {} for m in KEY_METRICS}
-    for step in range(0, steps + 1):
-        progress = 1.0 - math.exp(-step / (steps / 4))
-        if step > 0:
-            out["train/reward"][str(step)] = quality * progress + rng.gauss(0, 0.02)
-            out["train/critic/loss"][str(step)] = 2.0 * (1 - progress) + 0.3 + rng.gauss(0, 0.05)
-            out["train/critic/explained_var"][str(step)] = -0.5 + 1.3 * progress + rng.gauss(0, 0.03)
-            out["train/kl_penalty"][str(step)] = 0.001 * step + abs(rng.gauss(0, 0.0005))
-            out["train/token_mult_prob_error"][str(step)] = mult_error + abs(rng.gauss(0, 0.001))
-        if step % 5 == 0:
-            out["validation/accuracy"][str(step)] = 0.05 + (quality - 0.05) * progress + rng.gauss(0, 0.01)
-    return out
-
-
-def write_run_dir(
-    run_dir: Path, *, steps: int = STEP, seed: int = 0, quality: float = 0.8, commit: str | None = None,
-    config: dict[str, str] | None = None, partial_tail: bool = True,
-) -> Path:
-    """A run directory as the trainer leaves it: metrics.jsonl through the library's writer (a line per step,
-    validation records separate, a partial last line as a killed writer leaves), plus config.txt and git.json."""
-    data = curves(steps, seed=seed, quality=quality)
-    with MetricsWriter(run_dir) as writer:
-        for step in range(0, steps + 1):
-            train = {m: s[str(step)] for m, s in data.items() if m != "validation/accuracy" and str(step) in s}
-            if train:
-                writer.log(step, {**train, "train/lr": 2e-5, "timing/train/total": 1.5})
-            if str(step) in data["validation/accuracy"]:
-                writer.log(step, {"validation/accuracy": data["validation/accuracy"][str(step)]})
-    if partial_tail:
-        with (run_dir / "metrics.jsonl").open("a") as f:
-            f.write('{"step": 21, "train/rew')
-    flat = {"name": "'tiny_cpu'", "seed": str(seed), "trainer.max_steps": str(steps), "policy.optimizer.lr": "2e-05"}
-    flat.update(config or {})
-    (run_dir / "config.txt").write_text("".join(f"{k} = {v}\n" for k, v in sorted(flat.items())))
-    if commit:
-        (run_dir / "git.json").write_text(json.dumps({"commit": commit, "dirty": False}))
+def launch_stand_in(run_dir: Path, *overrides: str) -> Path:
+    """A run directory as launch.py and the job leave it: the stand-in launched for real (its metrics.jsonl written
+    by the library's writer), plus the partial last line a killed writer leaves, which readers must skip."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "launch.py"), str(STAND_IN), *overrides, "--run-dir", str(run_dir)],
+        cwd=REPO, capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with (run_dir / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 21, "train/rew')
     return run_dir
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from ppo.nightly.suite import Nightly, SuiteError, load_suite, read_nightly
 
-from tests.nightly.conftest import CHECKS, STEP, write_experiment
+from tests.nightly.conftest import write_experiment
+from tests.nightly.stand_in import CHECKS, STEP
 
 
 def test_python_suite_with_defaults_names_and_overrides(tmp_path, experiment):
