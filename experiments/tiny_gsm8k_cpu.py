@@ -6,17 +6,20 @@
 Exercises what the arithmetic default does not: long natural-language prompts ("Question: ...\\nAnswer:"), a
 learned BPE vocabulary, GSM8K's ``#### answer`` ground truths and the math verifier on free text.  A model this
 small cannot solve GSM8K, so learning is not the point; the critic's loss must stay finite and fall.  The data is
-the shared GSM8K copy next to the checkout (``../shared/data/gsm8k``, relative to the checkout root, where
-``launch.py`` runs); point ``task.train_path``/``task.test_path`` elsewhere if yours lives elsewhere.
+the shared GSM8K copy next to the checkout (``<checkout>/../shared/data/gsm8k``, ``ppo.data.SHARED_GSM8K_DIR``),
+found from where ``ppo`` is installed, so the working directory does not matter; where it is missing, a dry run or a
+launch stops with one line naming the missing file.  Point ``task.train_path``/``task.test_path`` elsewhere if yours
+lives elsewhere.
 """
 
 import fiddle as fdl
 
 from experiments import tiny_cpu
+from ppo.data.gsm8k import SHARED_GSM8K_DIR
 from ppo.rollout.engine import SamplingConfig
 from ppo.tasks import GSM8KTaskSpec
 
-GSM8K = "../shared/data/gsm8k"
+GSM8K = SHARED_GSM8K_DIR
 
 NIGHTLY = {
     "step": 20,
@@ -34,7 +37,7 @@ def config() -> fdl.Config:
     cfg.name = "tiny_gsm8k_cpu"
     cfg.model.num_layers = 2
     cfg.model.max_position_embeddings = 512
-    cfg.task = fdl.Config(GSM8KTaskSpec, train_path=GSM8K + "/train.jsonl", test_path=GSM8K + "/test.jsonl",
+    cfg.task = fdl.Config(GSM8KTaskSpec, train_path=str(GSM8K / "train.jsonl"), test_path=str(GSM8K / "test.jsonl"),
                           val_size=64, tokenizer_vocab_size=1024)
     cfg.generation.max_model_len = 512
     cfg.generation.kv_cache_bytes = 64 << 20

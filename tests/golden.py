@@ -19,7 +19,10 @@ RUN_DIR = Path("/shared/runs/toy-20260101-000000")
 
 
 def normalise(text: str) -> str:
-    return text.replace(sys.executable, "<PYTHON>")
+    """This machine's interpreter and checkout out of ``text``: ``<PYTHON>``, ``<CHECKOUT>`` (data beside the checkout,
+    such as ``ppo.data.SHARED_GSM8K_DIR``, becomes ``<CHECKOUT>/../shared/...``)."""
+    text = text.replace(sys.executable, "<PYTHON>").replace(str(REPO), "<CHECKOUT>")
+    return text.replace(f"{REPO.parent}/", "<CHECKOUT>/../") if REPO.parent != REPO.parent.parent else text
 
 
 def assert_matches_golden(golden: Path, text: str) -> None:
