@@ -9,6 +9,8 @@
 - rewards {0, 1} → {−1, 1}, DAPO's overlong shaping with a 2048-token buffer, DAPO's dynamic sampling;
 - no KL; clip 0.2 / 0.28 (DAPO's clip-higher), dual clip c = 10;
 - learning rates 1e-6 (policy) and 2e-6 (critic); bfloat16 everywhere (the ``DType`` tag);
+- Transformer Engine's layers for the policy and the critic (flash attention, no ``T × T`` mask; sequence
+  parallelism when a recipe turns it on): the GPU install profile has it, and a worker without it stops in one line;
 - 8192 new tokens in a 10240-token context (the ``MaxSequenceLength`` tag); micro-batches of up to 10240 tokens;
 - DAPO-Math-17k for training, AIME 2024 for validation; a SLURM job of whole 8-GPU nodes;
 - every GPU at work, colocated: policy, critic and vLLM take turns on each GPU.  At the base's TP 1 that is
@@ -83,6 +85,7 @@ def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) ->
             loss=fdl.Config(PolicyLoss, clip_low=0.2, clip_high=0.28, dual_clip_c=10.0),
             micro_batch_tokens=MAX_SEQUENCE,
             dtype=DType.new(dtype),
+            transformer_impl="transformer_engine",
         ),
         critic=fdl.Config(
             MegatronCritic,
@@ -93,6 +96,7 @@ def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) ->
             value_loss_scale=0.4,
             micro_batch_tokens=MAX_SEQUENCE,
             dtype=DType.new(dtype),
+            transformer_impl="transformer_engine",
         ),
         generation=fdl.Config(
             VLLMGeneration,

@@ -7,7 +7,8 @@ What differs from the base (``experiments/_base.py``), as the reference runs it:
 - VAPO's GAE: the critic's returns with λ_value = 1.0, the advantages with the length-adaptive
   λ_policy = 1 − 1/(0.05·length); γ = 1;
 - clip 0.2 / 0.2 with dual clip c = 3; the critic's value-loss scale 1.0, value clip 0.5, lr 1e-5;
-- 512 new tokens in a 1024-token context; the policy on TP 2 × CP 2 with sequence parallelism, the critic on TP 2;
+- 512 new tokens in a 1024-token context; the policy on TP 2 with sequence parallelism (the reference's CP 2 is
+  refused here: the workers do not split sequences across CP ranks), the critic on TP 2;
 - the instruct model's chat template around the question and a step-by-step, boxed-answer instruction.
 
     python launch.py experiments/qwen2p5_1p5b_gsm8k.py --dry-run
@@ -59,12 +60,11 @@ def config() -> fdl.Config:
     cfg.critic.value_loss_scale = 1.0
     cfg.critic.value_clip = 0.5
     cfg.critic.optimizer.lr = 1e-5
-    # layouts on the node's 8 GPUs: policy TP 2 × CP 2 with sequence parallelism (2 replicas), critic TP 2
-    # (4 replicas), 8 vLLM engines of one GPU each
+    # layouts on the node's 8 GPUs: policy TP 2 with sequence parallelism (4 replicas), critic TP 2 (4 replicas),
+    # 8 vLLM engines of one GPU each
     cfg.policy.parallel.tensor = 2
-    cfg.policy.parallel.context = 2
     cfg.policy.parallel.sequence_parallel = True
-    cfg.policy.data_parallel = 2
+    cfg.policy.data_parallel = 4
     cfg.critic.parallel.tensor = 2
     cfg.critic.data_parallel = 4
     # sequences: 512 new tokens in a 1024-token context

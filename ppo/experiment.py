@@ -178,9 +178,13 @@ class Experiment:
                                   "parallel.pipeline=1")
         for group, spec in self._model_groups():
             try:
-                spec.parallel.validate(spec.world_size, for_launch_here=False)
+                spec.parallel.validate(spec.world_size)
             except ValueError as err:
                 raise ExperimentError(f"{group}.parallel: {err}") from None
+            try:
+                spec.validate_model()
+            except ValueError as err:
+                raise ExperimentError(f"{group}.{err}") from None
         self.placement_plan()
         self._validate_architecture()
 

@@ -1,17 +1,28 @@
-"""Build a Megatron-Core ``GPTModel`` (local layer spec: no Transformer Engine needed) for an ``Architecture``."""
+"""Build a Megatron-Core ``GPTModel`` for an ``Architecture``: the local layer spec (any machine) or Transformer
+Engine's (GPUs), see :mod:`ppo.models.layers`."""
 
 from __future__ import annotations
 
 import torch
 
+from ppo.models import layers
 from ppo.models.architecture import Architecture
 from ppo.models.cpu_compat import apply_if_needed
+from ppo.models.recompute import Recompute
 
 
-def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32, **overrides):
+def default_device() -> torch.device:
+    """The current CUDA device (the one Ray made visible to this process), else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32, recompute: Recompute = Recompute(),
+                       sequence_parallel: bool = False, **overrides):
+    """Megatron's ``TransformerConfig``: the architecture, this rank's parallel layout, dtype and recomputation."""
     from megatron.core import parallel_state
     from megatron.core.transformer.transformer_config import TransformerConfig
 
+    recompute.validate(arch.num_layers // parallel_state.get_pipeline_model_parallel_world_size())
     return TransformerConfig(
         num_layers=arch.num_layers,
         hidden_size=arch.hidden_size,
@@ -35,6 +46,8 @@ def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32
         attention_dropout=0.0,
         tensor_model_parallel_size=parallel_state.get_tensor_model_parallel_world_size(),
         pipeline_model_parallel_size=parallel_state.get_pipeline_model_parallel_world_size(),
+        context_parallel_size=parallel_state.get_context_parallel_world_size(),
+        sequence_parallel=sequence_parallel,
         params_dtype=dtype,
         bf16=dtype == torch.bfloat16,
         fp16=dtype == torch.float16,
@@ -42,25 +55,31 @@ def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32
         # losses in ppo.algorithms are already divided by global token/sequence counts, so data-parallel
         # gradients must be summed, not averaged
         calculate_per_token_loss=True,
+        **recompute.transformer_config(),
         **overrides,
     )
 
 
-def build_gpt_model(arch: Architecture, *, dtype: torch.dtype = torch.float32, **config_overrides):
-    """A ``GPTModel`` for this rank's tensor/pipeline shard (model parallel state must be initialised).
+def build_gpt_model(arch: Architecture, *, dtype: torch.dtype = torch.float32, device: torch.device | None = None,
+                    transformer_impl: str = layers.LOCAL, **config_overrides):
+    """A ``GPTModel`` for this rank's tensor/pipeline shard (model parallel state must be initialised), on
+    ``device`` (default: :func:`default_device`; a worker passes its own).
 
     Logits stay split over the vocabulary across TP ranks (``parallel_output=True``): logprobs use the
     vocab-parallel cross-entropy, and ``ppo.models.forward.full_logits`` gathers them when needed.
+    ``config_overrides`` (``recompute=``, ``sequence_parallel=``, any ``TransformerConfig`` field) go to
+    :func:`transformer_config`.
     """
     apply_if_needed()
     from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
+    layers.check(transformer_impl, sequence_parallel=config_overrides.get("sequence_parallel", False))
+    spec = layers.layer_spec(transformer_impl)  # before Megatron's modules: a missing Transformer Engine, one line
     config = transformer_config(arch, dtype=dtype, **config_overrides)
     model = GPTModel(
         config=config,
-        transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
+        transformer_layer_spec=spec,
         vocab_size=arch.vocab_size,
         max_sequence_length=arch.max_position_embeddings,
         pre_process=parallel_state.is_pipeline_first_stage(),
@@ -71,8 +90,11 @@ def build_gpt_model(arch: Architecture, *, dtype: torch.dtype = torch.float32, *
         rotary_percent=1.0,
         rotary_base=int(arch.rope_theta),
     )
+    model.transformer_impl = transformer_impl  # ppo.models.forward builds masks for the local spec only
+    if config.sequence_parallel and model.post_process:
+        # ppo.models.forward.hidden_states gathers the sequence before any head: the output layer must not gather
+        # it again (Megatron's GPTModel flips the same flag when it gathers first)
+        model.output_layer.sequence_parallel = False
     if dtype != torch.float32:
         model = model.to(dtype)
-    if torch.cuda.is_available():
-        model = model.cuda()
-    return model
+    return model.to(device or default_device())

@@ -8,6 +8,9 @@ Layout facts (megatron-core 0.16.1, local layer spec):
   ``[gate; up]``.
 - ``linear_proj`` and ``linear_fc2`` split along dim 1; the embedding and the output layer along the vocabulary.
 - Norms: ``input_layernorm``, ``pre_mlp_layernorm`` (HF ``post_attention_layernorm``), ``decoder.final_layernorm``.
+  Transformer Engine's layer spec fuses the two layer norms into the next linear layer
+  (``self_attention.linear_qkv.layer_norm_weight``, ``mlp.linear_fc1.layer_norm_weight``): the conversions speak the
+  local names, and :func:`load_megatron_state` / :func:`megatron_to_hf` rename at the model's edge.
 
 ``hf_to_megatron`` produces one rank's shard; ``megatron_to_hf`` takes the shards of every TP rank (in rank order)
 and gathers them back into full HF tensors.  Both are pure functions of state dicts.
@@ -34,6 +37,26 @@ def _layer_pairs(i: int, j: int) -> list[tuple[str, str]]:
         (hf + "input_layernorm.weight", mg + "input_layernorm.weight"),
         (hf + "post_attention_layernorm.weight", mg + "pre_mlp_layernorm.weight"),
     ]
+
+
+TE_FUSED_NORMS = {
+    "input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
+    "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight",
+}
+"""Local-spec name → Transformer Engine spec name of each decoder layer's norms (the rest is named alike)."""
+
+
+def rename_layer_norms(state: dict, *, to_transformer_engine: bool) -> dict:
+    """``state`` with the per-layer norm names of the other layer spec (other names unchanged)."""
+    pairs = TE_FUSED_NORMS.items() if to_transformer_engine else [(te, local) for local, te in TE_FUSED_NORMS.items()]
+    out = {}
+    for name, value in state.items():
+        for old, new in pairs:
+            if name.startswith("decoder.layers.") and name.endswith("." + old):
+                name = name[: -len(old)] + new
+                break
+        out[name] = value
+    return out
 
 
 def _check_tp(arch: Architecture, tp_size: int) -> None:
@@ -120,7 +143,9 @@ def megatron_to_hf(
     layer_offset: int = 0,
     value_head: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """Full HF tensors from the Megatron state dicts of every TP rank of one pipeline stage (in rank order)."""
+    """Full HF tensors from the Megatron state dicts of every TP rank of one pipeline stage (in rank order); either
+    layer spec's names."""
+    shards = [rename_layer_norms(s, to_transformer_engine=False) for s in shards]
     first = shards[0]
     cat = lambda name, dim=0: torch.cat([s[name] for s in shards], dim=dim)  # noqa: E731
     out: dict[str, torch.Tensor] = {}
@@ -185,7 +210,10 @@ def load_megatron_state(
     model: torch.nn.Module, state: dict[str, torch.Tensor], *, optional: tuple[str, ...] = ()
 ) -> None:
     """Copy ``state`` into ``model``; every parameter must be covered except ``_extra_state`` and ``optional`` names
-    (e.g. a critic's value head when the HF checkpoint has no ``score.weight``: it keeps its random init)."""
+    (e.g. a critic's value head when the HF checkpoint has no ``score.weight``: it keeps its random init).
+    ``state`` has local-spec names; a Transformer Engine model gets them renamed."""
+    if any(name.endswith(TE_FUSED_NORMS["input_layernorm.weight"]) for name in model.state_dict()):
+        state = rename_layer_norms(state, to_transformer_engine=True)
     result = model.load_state_dict(state, strict=False)
     missing = [k for k in result.missing_keys if not k.endswith("_extra_state") and k not in optional]
     if missing or result.unexpected_keys:

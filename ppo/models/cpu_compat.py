@@ -15,9 +15,16 @@ knows about these patches.  Each one and why:
 4. **type checks** — grad clipping asserts ``param.grad.type() == 'torch.cuda.FloatTensor'`` and the
    distributed optimizer type-checks ``torch.cuda.*Tensor``; ``Tensor.type()`` reports CPU tensors under their
    CUDA names while the mode is active.
+
+Patch 1 also makes a worker's ``.to("cuda")`` land on the CPU, where the batch already is, so a CPU run cannot show
+a missing move of a batch to the GPU.  :func:`cuda_means` sends CUDA requests to a stand-in device instead, where a
+tensor left on the CPU raises: ``tests/workers/test_device_placement.py`` uses it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -34,18 +41,24 @@ def _is_cuda(device) -> bool:
 
 
 class _CudaToCpu(TorchFunctionMode):
+    target = torch.device("cpu")  # where a CUDA request goes; see cuda_means()
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if _is_cuda(kwargs.get("device")):
-            kwargs["device"] = "cpu"
+            kwargs["device"] = self.target
         if func is torch.Tensor.cuda:
-            return args[0]
+            return args[0].to(self.target)
         if func is torch.Tensor.to:
-            args = tuple("cpu" if i > 0 and _is_cuda(a) and not isinstance(a, int) else a for i, a in enumerate(args))
+            args = tuple(self.target if i > 0 and _is_cuda(a) and not isinstance(a, int) else a
+                         for i, a in enumerate(args))
         if func is torch.Tensor.type and len(args) == 1 and not kwargs:
-            name = func(*args)
+            name = func(*args).replace("torch.meta.", "torch.", 1)  # the stand-in accelerator of cuda_means("meta")
             return name.replace("torch.", "torch.cuda.", 1) if not name.startswith("torch.cuda.") else name
         return func(*args, **kwargs)
+
+
+_MODE = _CudaToCpu()
 
 
 def _patch_rng() -> None:
@@ -83,6 +96,22 @@ def apply_if_needed() -> bool:
     _patch_rng()
     torch.cuda.synchronize = lambda *a, **k: None
     torch.cuda.current_device = lambda: 0
-    _CudaToCpu().__enter__()
+    _MODE.__enter__()
     _applied = True
     return True
+
+
+@contextmanager
+def cuda_means(device: str | torch.device) -> Iterator[None]:
+    """Inside the block, what asks for CUDA gets ``device`` instead of the CPU (patch 1's target; needs the patches).
+
+    ``tests/workers/test_device_placement.py`` points it at ``"meta"``: the workers' ``.to(cuda)`` and Megatron's
+    own CUDA tensors then land on one stand-in accelerator, apart from the CPU.
+    """
+    if not _applied:
+        raise RuntimeError("cpu_compat.cuda_means() needs the CPU patches (apply_if_needed() on a machine without CUDA)")
+    saved, _MODE.target = _MODE.target, torch.device(device)
+    try:
+        yield
+    finally:
+        _MODE.target = saved

@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from ppo.models import layers
+
 
 def attention_mask_and_positions(segment_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Megatron's bool mask ``[B, 1, T, T]`` (True = masked: causal OR other segment OR padding) and position ids.
@@ -22,23 +24,50 @@ def attention_mask_and_positions(segment_ids: torch.Tensor) -> tuple[torch.Tenso
     causal = torch.ones(length, length, dtype=torch.bool, device=segment_ids.device).tril()
     allowed = same & causal & (segment_ids != 0).unsqueeze(-2)
     allowed |= torch.eye(length, dtype=torch.bool, device=segment_ids.device)
+    return ~allowed.unsqueeze(1), segment_positions(segment_ids)
+
+
+def segment_positions(segment_ids: torch.Tensor) -> torch.Tensor:
+    """Position ids that restart at 0 in each segment (0 on padding)."""
     starts = torch.ones_like(segment_ids, dtype=torch.bool)
     starts[:, 1:] = segment_ids[:, 1:] != segment_ids[:, :-1]
-    index = torch.arange(length, device=segment_ids.device).expand_as(segment_ids)
+    index = torch.arange(segment_ids.shape[1], device=segment_ids.device).expand_as(segment_ids)
     last_start = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=-1).values
-    positions = (index - last_start) * (segment_ids != 0)
-    return ~allowed.unsqueeze(1), positions
+    return (index - last_start) * (segment_ids != 0)
 
 
-def hidden_states(model, input_ids: torch.Tensor, segment_ids: torch.Tensor) -> torch.Tensor:
-    """Final hidden states ``[T, B, H]`` (after the final norm), without computing the output layer."""
-    mask, positions = attention_mask_and_positions(segment_ids)
+def _mask_and_positions(model, segment_ids: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """The local spec takes the dense mask.  Transformer Engine's spec applies its own causal mask (flash attention,
+    no ``T × T`` tensor), which is exact for rows of one right-padded sequence, the rows the workers build; packed
+    rows would need its THD format, which is not wired."""
+    if getattr(model, "transformer_impl", layers.LOCAL) == layers.LOCAL:
+        return attention_mask_and_positions(segment_ids)
+    if bool((segment_ids > 1).any()):
+        raise ValueError("packed rows (several segments in a row) need transformer_impl='local'")
+    return None, segment_positions(segment_ids)
+
+
+def hidden_states(model, input_ids: torch.Tensor, segment_ids: torch.Tensor, *,
+                  vocab_parallel_head: bool = True) -> torch.Tensor:
+    """Final hidden states ``[T, B, H]`` (after the final norm), without computing the output layer.
+
+    With sequence parallelism the decoder leaves each TP rank a slice of the sequence; the slices are gathered here
+    because the heads need whole rows.  In backward a vocabulary-parallel head's input gradients are partial sums
+    (each rank holds part of the vocabulary) and are reduce-scattered; a replicated head's (the critic's) are whole
+    on every rank and are only split (``vocab_parallel_head=False``).
+    """
+    mask, positions = _mask_and_positions(model, segment_ids)
     saved = model.post_process
     model.post_process = False
     try:
-        return model(input_ids, positions, attention_mask=mask)
+        hidden = model(input_ids, positions, attention_mask=mask)
     finally:
         model.post_process = saved
+    if model.config.sequence_parallel:
+        from megatron.core.tensor_parallel import gather_from_sequence_parallel_region
+
+        hidden = gather_from_sequence_parallel_region(hidden, tensor_parallel_output_grad=vocab_parallel_head)
+    return hidden
 
 
 def _output_weight(model):

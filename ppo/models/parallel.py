@@ -13,14 +13,6 @@ class ParallelLayoutError(ValueError):
     pass
 
 
-def transformer_engine_available() -> bool:
-    try:
-        import transformer_engine  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @dataclass(frozen=True)
 class ParallelConfig:
     tensor: int = 1
@@ -35,15 +27,23 @@ class ParallelConfig:
     def data_parallel_size(self, world_size: int) -> int:
         return world_size // self.model_parallel_size
 
-    def validate(self, world_size: int, *, num_layers: int | None = None, for_launch_here: bool = True) -> None:
+    def validate(self, world_size: int, *, num_layers: int | None = None) -> None:
         """Raise ``ParallelLayoutError`` (one line, naming the fix) for a layout that cannot run.
 
-        ``for_launch_here=False`` skips the checks that depend on this machine's software (Transformer Engine),
-        so dry runs of GPU recipes still validate on a laptop.
+        Context parallelism is refused whatever the layer spec: the workers give every rank whole sequences
+        (Megatron's ``get_batch_on_this_cp_rank`` split is not implemented), so context-parallel ranks would
+        repeat each other's work and DDP, which sums gradients over data × context ranks, would count every token
+        ``context`` times.  Sequence parallelism needs Transformer Engine's layers (``ppo.models.layers.check``).
         """
         for name in ("tensor", "pipeline", "context"):
             if getattr(self, name) < 1:
                 raise ParallelLayoutError(f"{name} parallel size must be >= 1, got {getattr(self, name)}")
+        if self.context > 1:
+            raise ParallelLayoutError(
+                f"context={self.context}: context parallelism is not supported (sequences are not split across "
+                f"context-parallel ranks, so the gradient would count every token {self.context} times); set "
+                f"context=1 and use tensor or data parallelism"
+            )
         if world_size % self.model_parallel_size:
             raise ParallelLayoutError(
                 f"tensor({self.tensor}) x pipeline({self.pipeline}) x context({self.context}) = "
@@ -53,11 +53,6 @@ class ParallelConfig:
             raise ParallelLayoutError("sequence_parallel needs tensor parallel size > 1")
         if num_layers is not None and num_layers % self.pipeline:
             raise ParallelLayoutError(f"pipeline size {self.pipeline} does not divide num_layers={num_layers}")
-        if for_launch_here and self.sequence_parallel and not transformer_engine_available():
-            raise ParallelLayoutError(
-                "sequence_parallel needs Transformer Engine (GPU clusters); it is not installed here — "
-                "set sequence_parallel=False to run on this machine"
-            )
 
 
 def initialize(parallel: ParallelConfig, *, seed: int = 0) -> None:

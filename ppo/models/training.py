@@ -103,6 +103,8 @@ class ModelTrainer:
         schedule for this step (the supervised warm start runs at its own rate).  A non-finite
         gradient norm skips the update (``skipped`` = 1 in the metrics) and leaves the parameters unchanged.
         """
+        from megatron.core.distributed import finalize_model_grads
+
         self.ddp.train()
         self.ddp.zero_grad_buffer()
         self.optimizer.zero_grad()
@@ -111,7 +113,9 @@ class ModelTrainer:
             loss, metrics = loss_fn(self.module, microbatch)
             loss.backward()
             pieces.append(metrics)
-        self.ddp.finish_grad_sync()
+        # Megatron's gradient finalisation: the data-parallel sum, plus (under sequence parallelism) the TP all-reduce
+        # of the norms' gradients, which each rank computed from its slice of the sequence only
+        finalize_model_grads([self.ddp])
         lr = self._set_lr(lr)
         grad_norm, skipped = self._clip_and_update()
         if not skipped:

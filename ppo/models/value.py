@@ -44,7 +44,7 @@ def token_values(model, input_ids: torch.Tensor, segment_ids: torch.Tensor) -> t
     Aligned with ``token_logprobs``: position t scores the prefix that token t is sampled from.  Positions that
     start a segment (no prefix in it) and padding are 0.
     """
-    hidden = hidden_states(model, input_ids, segment_ids)[:-1]
+    hidden = hidden_states(model, input_ids, segment_ids, vocab_parallel_head=False)[:-1]
     head, _ = model.output_layer(hidden)
     values = head.squeeze(-1).transpose(0, 1).float()
     values = values * (segment_ids[:, 1:] == segment_ids[:, :-1])

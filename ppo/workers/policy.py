@@ -22,12 +22,12 @@ class PolicyWorker(MegatronWorker):
         self.arch = Architecture.from_pretrained(model_path)
         hf = load_hf_state_dict(model_path)
         shard = self._shard(hf)
-        model = build_gpt_model(self.arch, dtype=spec.torch_dtype)
+        model = build_gpt_model(self.arch, device=self.device, **spec.model_options())
         load_megatron_state(model, shard)
         self.trainer = ModelTrainer(model, spec.optimizer)
         self.reference = None
         if with_reference:
-            self.reference = build_gpt_model(self.arch, dtype=spec.torch_dtype).eval()
+            self.reference = build_gpt_model(self.arch, device=self.device, **spec.model_options()).eval()
             load_megatron_state(self.reference, shard)
             self.reference.requires_grad_(False)
 

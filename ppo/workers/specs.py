@@ -9,10 +9,13 @@ too) receive them and build the models in their own processes.  Keeping them her
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ppo.models import layers
 from ppo.models.optim import OptimizerSettings
 from ppo.models.parallel import ParallelConfig
+from ppo.models.recompute import Recompute
 
 if TYPE_CHECKING:
     import torch
@@ -20,7 +23,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class MegatronModelSpec:
-    """What a Megatron worker group builds: parallel layout, optimizer, micro-batching, dtype."""
+    """What a Megatron worker group builds: parallel layout, optimizer, micro-batching, dtype, layers, recompute.
+
+    ``transformer_impl``: ``"local"`` (any machine) or ``"transformer_engine"`` (GPUs; needed for sequence
+    parallelism), see :mod:`ppo.models.layers`.  ``recompute``: activation recomputation, see
+    :mod:`ppo.models.recompute`.
+    """
 
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     data_parallel: int = 1  # replicas of the tensor × pipeline × context layout; each trains on its share of rows
@@ -29,6 +37,20 @@ class MegatronModelSpec:
     logprob_chunk_size: int = 1024
     dtype: str = "float32"
     num_threads: int | None = None
+    transformer_impl: str = layers.LOCAL
+    recompute: Recompute = field(default_factory=Recompute)
+
+    def validate_model(self) -> None:
+        """Raise ``ValueError`` (one line naming the setting) for layers or recomputation that cannot run; no
+        software is needed here (Transformer Engine is checked where the model is built)."""
+        layers.check(self.transformer_impl, sequence_parallel=self.parallel.sequence_parallel)
+        self.recompute.validate()
+
+    def model_options(self) -> dict:
+        """The keyword arguments of ``ppo.models.builder.build_gpt_model`` (and ``build_value_model``) that this
+        spec sets; the worker adds its ``device``."""
+        return dict(dtype=self.torch_dtype, transformer_impl=self.transformer_impl, recompute=self.recompute,
+                    sequence_parallel=self.parallel.sequence_parallel)
 
     @property
     def world_size(self) -> int:
@@ -71,10 +93,26 @@ class MegatronPolicy(MegatronModelSpec):
 class MegatronCritic(MegatronModelSpec):
     """The critic: a Megatron model spec, its value-loss settings, and where its weights start.
 
-    ``model_path=None`` starts from the policy's initial weights (after any warm start) with a random head.
+    ``model_path=None`` starts from the policy's initial weights (after any warm start) with a random head.  To start
+    from an earlier run's critic, give that run's checkpoint step directory (``<run>/checkpoints/step_N``, any
+    parallel layout) or its HF export (``<run>/export/critic``, with ``trainer.export_hf=True``; any HF directory
+    whose ``score.weight`` is a value head works too).  The optimizer starts fresh either way.
     """
 
     model_path: str | None = None
     value_clip: float | None = 0.2
     value_loss_scale: float = 1.0
     head_init_std: float = 0.02
+
+    def init_checkpoint(self) -> str | None:
+        """The Megatron checkpoint of the critic ``model_path`` names, when it names a run's checkpoint step."""
+        if self.model_path is None:
+            return None
+        step = Path(self.model_path)
+        return str(step / "critic") if (step / "trainer_state.json").is_file() and (step / "critic").is_dir() else None
+
+    def missing_paths(self) -> list[str]:
+        if self.model_path is None or self.init_checkpoint() or (Path(self.model_path) / "config.json").is_file():
+            return []
+        return [f"critic.model_path: {self.model_path} is neither an HF checkpoint directory (config.json) nor a run's "
+                f"checkpoint step holding critic/"]

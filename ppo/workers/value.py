@@ -22,7 +22,7 @@ class ValueWorker(MegatronWorker):
 
         self.arch = Architecture.from_pretrained(model_path)
         hf = hf_state if hf_state is not None else load_hf_state_dict(model_path)
-        model = build_value_model(self.arch, dtype=spec.torch_dtype, init_std=spec.head_init_std)
+        model = build_value_model(self.arch, init_std=spec.head_init_std, device=self.device, **spec.model_options())
         shard = hf_to_megatron(hf, self.arch, value_head=True,
                                tp_rank=parallel_state.get_tensor_model_parallel_rank(),
                                tp_size=parallel_state.get_tensor_model_parallel_world_size())

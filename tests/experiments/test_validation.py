@@ -83,8 +83,15 @@ def test_gpus_come_from_the_executor():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["policy.parallel.context=3"], "policy: tensor 4 × context 3 × pipeline 1 × data_parallel 8 = 96 ranks, more "
-                                    "than the 64 GPUs it can use; lower policy.data_parallel"),
+    (["policy.data_parallel=24"], "policy: tensor 4 × context 1 × pipeline 1 × data_parallel 24 = 96 ranks, more "
+                                  "than the 64 GPUs it can use; lower policy.data_parallel"),
+    (["policy.parallel.context=2", "policy.data_parallel=8"],
+     "policy.parallel: context=2: context parallelism is not supported (sequences are not split across "
+     "context-parallel ranks, so the gradient would count every token 2 times); set context=1"),
+    (["policy.transformer_impl='local'"], "policy.parallel.sequence_parallel=True needs "
+                                          "transformer_impl='transformer_engine': the local layer spec's norms"),
+    (["critic.recompute.method='sideways'"], "critic.recompute.granularity='full' needs recompute.method 'uniform' "
+                                             "or 'block', got 'sideways'"),
     (["policy.parallel.tensor=16"], "policy.parallel.tensor=16 spans nodes: tensor parallelism must fit in one node "
                                     "of executor.gpus_per_node=8"),
     (["executor.gpus_per_node=4", "policy.parallel.tensor=8"], "policy.parallel.tensor=8 spans nodes"),
@@ -92,8 +99,8 @@ def test_gpus_come_from_the_executor():
                                             "GPUs, more than the 64 it can use; lower generation.num_engines"),
     (["generation.tensor_parallel_size=3", "generation.num_engines=21", "allow_idle_gpus=True"],
      "generation.tensor_parallel_size=3 puts ranks 6-8 on nodes 0, 1: each group must fit in one node"),
-    (["policy.data_parallel=4"], "policy uses 32 of the 64 GPUs it could train on, the rest idle while it works; set "
-                                 "policy.data_parallel=8 (or allow_idle_gpus=True)"),
+    (["policy.data_parallel=8"], "policy uses 32 of the 64 GPUs it could train on, the rest idle while it works; set "
+                                 "policy.data_parallel=16 (or allow_idle_gpus=True)"),
     (["generation.num_engines=8"], "generation.num_engines=8 × generation.tensor_parallel_size=2 uses 16 of the 64 "
                                    "GPUs, the rest idle while it generates; set generation.num_engines=32"),
     (["policy.micro_batch_tokens=4096"], "policy.micro_batch_tokens=4096 cannot hold one sample of up to "
@@ -115,9 +122,9 @@ def test_settings_that_cannot_run_are_refused_in_one_line(overrides, message):
 
 
 def test_idle_gpus_are_accepted_when_the_recipe_says_so():
-    prepared = prep("dsr1_7b", "policy.data_parallel=4", "allow_idle_gpus=True")
+    prepared = prep("dsr1_7b", "policy.data_parallel=8", "allow_idle_gpus=True")
     assert prepared.experiment.placement_plan().gpus_used_line() == "GPUs used: 64 of 64"  # the critic uses them all
-    prepared = prep("dsr1_7b", "policy.data_parallel=4", "critic.data_parallel=16", "generation.num_engines=16",
+    prepared = prep("dsr1_7b", "policy.data_parallel=8", "critic.data_parallel=16", "generation.num_engines=16",
                     "allow_idle_gpus=True")
     assert prepared.experiment.placement_plan().gpus_used_line() == "GPUs used: 32 of 64"
 
@@ -143,12 +150,12 @@ def test_a_readable_config_json_is_checked_against_tensor_parallelism(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 28, "num_key_value_heads": 4,
                                                       "intermediate_size": 18944, "vocab_size": 152064,
                                                       "num_hidden_layers": 28}))
-    refused = refusal("dsr1_7b", f"model.path='{tmp_path}'", "policy.parallel.tensor=8", "policy.parallel.context=1")
+    refused = refusal("dsr1_7b", f"model.path='{tmp_path}'", "policy.parallel.tensor=8", "policy.data_parallel=8")
     assert "policy.parallel.tensor=8 does not divide the model's num_attention_heads=28" in refused
 
 
 def test_layouts_are_not_checked_against_gpus_a_local_run_does_not_declare(tmp_path):
-    prep("dsr1_7b", *local_inputs(tmp_path), "policy.parallel.context=3", executor="local")
+    prep("dsr1_7b", *local_inputs(tmp_path), "policy.data_parallel=3", executor="local")
 
 
 def test_a_resume_path_follows_the_same_rule(tmp_path):
