@@ -21,7 +21,7 @@ Sequences as in the base: 8192 new tokens in a 10240-token context.
 
 import fiddle as fdl
 
-from experiments._base import FUNCTIONAL_GATES, base_config
+from experiments._base import FUNCTIONAL_GATES, KL_GATE, base_config
 from ppo.models.recompute import Recompute
 
 NIGHTLY = {
@@ -30,6 +30,7 @@ NIGHTLY = {
         'data["train/reward"]["40"] > 0.3',
         'data["validation/accuracy"]["40"] > 0.4',
         *FUNCTIONAL_GATES,
+        KL_GATE,
     ],
 }
 

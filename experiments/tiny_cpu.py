@@ -3,6 +3,7 @@
     python launch.py experiments/tiny_cpu.py                                  # about 4 minutes on 2 cores
     python launch.py experiments/tiny_cpu.py trainer.max_steps=20             # a quicker look
     python launch.py experiments/tiny_cpu.py --fiddler raw_reward             # the same without a critic
+    python launch.py experiments/tiny_cpu.py --fiddler grpo                   # or rloo, reinforce_pp(_baseline)
 
 A random Qwen2-architecture model is created in the run directory, warm-started with a few supervised steps that
 teach the answer format (it stays far from solving the task), then trained with PPO: vLLM samples 4 answers
@@ -16,14 +17,14 @@ with the seed and sets the pace of PPO (see the README's seed table).
 
 import fiddle as fdl
 
-from ppo.algorithms.estimators import GAE, RawReward
+from ppo.algorithms.estimators import GAE, GRPO, RLOO, RawReward, ReinforcePlusPlus
 from ppo.experiment import Experiment
 from ppo.models.parallel import ParallelConfig
 from ppo.models.sources import TinyRandomModel
 from ppo.models.optim import OptimizerSettings
 from ppo.rollout.engine import SamplingConfig, VLLMGeneration
 from ppo.tasks import ArithmeticTaskSpec
-from ppo.trainer_settings import PPOSettings
+from ppo.trainer_settings import PPOSettings, RewardShaping
 from ppo.workers.specs import MegatronCritic, MegatronPolicy, PolicyLoss
 
 EOS_ID = 1  # the arithmetic tokenizer's <eos>
@@ -67,6 +68,7 @@ def config() -> fdl.Config:
             sampling=fdl.Config(SamplingConfig, temperature=1.0, max_new_tokens=5, stop_token_ids=(EOS_ID,)),
         ),
         advantage=fdl.Config(GAE, gamma=1.0, lam=1.0, whiten_advantages=True),
+        reward_shaping=fdl.Config(RewardShaping),  # off; here so that its options can be set on the command line
         trainer=fdl.Config(
             PPOSettings,
             max_steps=150,
@@ -86,3 +88,23 @@ def config() -> fdl.Config:
 def raw_reward(cfg: fdl.Config) -> None:
     """Fiddler: the same recipe without a critic (A = R, whitened over the batch), to see what the critic buys."""
     cfg.advantage = fdl.Config(RawReward, normalize=True)
+
+
+def grpo(cfg: fdl.Config) -> None:
+    """Fiddler: GRPO's group-normalised rewards instead of the critic."""
+    cfg.advantage = fdl.Config(GRPO)
+
+
+def rloo(cfg: fdl.Config) -> None:
+    """Fiddler: REINFORCE leave-one-out instead of the critic."""
+    cfg.advantage = fdl.Config(RLOO)
+
+
+def reinforce_pp(cfg: fdl.Config) -> None:
+    """Fiddler: REINFORCE++ (whitened return-to-go) instead of the critic."""
+    cfg.advantage = fdl.Config(ReinforcePlusPlus)
+
+
+def reinforce_pp_baseline(cfg: fdl.Config) -> None:
+    """Fiddler: REINFORCE++ with the group-mean baseline instead of the critic."""
+    cfg.advantage = fdl.Config(ReinforcePlusPlus, baseline=True)

@@ -132,12 +132,17 @@ class Experiment:
               f"trainer.kl_in_reward_coef={trainer.kl_in_reward_coef} puts KL in the per-token rewards, which "
               f"{estimator} ignores (it uses the sequence reward): use policy.loss.kl_coef (KL as a loss term), or "
               f"GAE / ReinforcePlusPlus")
+        check(not self.reward_shaping.whiten_token_rewards or getattr(self.advantage, "uses_token_rewards", True),
+              f"reward_shaping.whiten_token_rewards whitens the per-token rewards, which {estimator} ignores (it "
+              f"uses the sequence reward): use GAE / ReinforcePlusPlus, or the estimator's own normalisation")
         check(trainer.kl_target is None or trainer.kl_in_reward_coef > 0,
               f"trainer.kl_target={trainer.kl_target} adapts the reward-KL coefficient, but "
               f"trainer.kl_in_reward_coef is 0: set it to the starting coefficient")
         check(self.critic.value_clip is None or self.critic.value_clip > 0,
               f"critic.value_clip must be > 0 (or None for an unclipped value loss), got {self.critic.value_clip}")
-        check(self.policy.loss.is_cap > 0, f"policy.loss.is_cap must be > 0, got {self.policy.loss.is_cap}")
+        loss = self.policy.loss
+        check(loss.is_cap > 0, f"policy.loss.is_cap must be > 0, got {loss.is_cap}")
+        check(0 <= loss.is_low <= loss.is_cap, f"policy.loss.is_low={loss.is_low} must be in [0, is_cap={loss.is_cap}]")
         shaping = self.reward_shaping
         check(not shaping.overlong_buffer or 0 < shaping.overlong_buffer <= sampling.max_new_tokens,
               f"reward_shaping.overlong_buffer={shaping.overlong_buffer} must be in (0, "
@@ -232,10 +237,8 @@ class Experiment:
         problems = []
         for name, part in [("model", self.model), ("task", self.task), ("trainer", self.trainer)]:
             problems += [f"{name}: {line}" for line in getattr(part, "missing_paths", list)()]
-        critic_path = self.critic.model_path
-        if self.advantage.needs_critic and critic_path and not (Path(critic_path) / "config.json").is_file():
-            problems.append(f"critic.model_path: {critic_path} has no config.json (a local HF checkpoint "
-                            f"directory is needed)")
+        if self.advantage.needs_critic:
+            problems += self.critic.missing_paths()
         return problems
 
     def check_paths(self) -> None:

@@ -36,17 +36,22 @@ from ppo.algorithms import (
     dynamic_sampling_mask,
     kl_penalty,
     masked_mean,
+    masked_var,
     overlong_penalty,
     reduce_metrics,
     scale_rewards,
     token_level_rewards,
+    whiten_rewards,
 )
 from ppo.algorithms.value_loss import explained_variance
 from ppo.rollout.batch import build_rollout_batch, concat, select
+from ppo.workers.deadline import WorkerTimeout
 from ppo.trainer_settings import PPOSettings, RewardShaping  # noqa: F401 - defined there (no torch)
 
 CHECKPOINTS = "checkpoints"
 PARTIAL = ".partial"
+REFERENCE = "reference.safetensors"
+EXPORT = "export"
 
 
 class TrainingStopped(RuntimeError):
@@ -77,8 +82,11 @@ class PPOTrainer:
         from ppo.envs.math_env import MathEnvironment
         from ppo.workers.ray_runtime import connect_or_start
 
+        import ray
+
         exp, cfg = self.exp, self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.owns_ray = not ray.is_initialized()
         connect_or_start()
         self.model_path = exp.model.materialize(self.run_dir, exp.task)
         from transformers import AutoTokenizer
@@ -88,7 +96,7 @@ class PPOTrainer:
         self.train_records = exp.task.train_records()
         self.val_records = exp.task.val_records()[: cfg.val_prompts] if cfg.val_prompts else exp.task.val_records()
         self.loader = PromptLoader(self.train_records, cfg.prompts_per_step, seed=exp.seed)
-        self.env = MathEnvironment(num_workers=1)
+        self.env = MathEnvironment(num_workers=cfg.math_workers)
         self.kl = KLController(cfg.kl_in_reward_coef, target=cfg.kl_target)
         self.estimator = exp.advantage
         self.step = 0
@@ -103,6 +111,7 @@ class PPOTrainer:
 
         from ppo.workers.generation import EnginePool, start_generation_worker
         from ppo.workers.group import PolicyGroup, ValueGroup
+        from ppo.workers.logs import LOGS
         from ppo.workers.placement import check_cluster_shape, cluster_shape, reserve
         from ppo.workers.refit import Refitter
 
@@ -114,28 +123,50 @@ class PPOTrainer:
         self.placement = placement = reserve(plan)
         # the engines start while the Megatron groups build (each loads the initial weights; the refit follows)
         generation = exp.generation_for(self.model_path)
-        actors = [start_generation_worker(generation, e, **placement.options("generation", e))
+        logs = str(self.run_dir / LOGS)
+        actors = [start_generation_worker(generation, e, log_dir=logs, **placement.options("generation", e))
                   for e in range(plan.num_engines)]
         needs_reference = self.cfg.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0
         self.policy = PolicyGroup(exp.policy, str(self.model_path), with_reference=needs_reference,
-                                  placement=placement, seed=exp.seed)
+                                  placement=placement, seed=exp.seed, log_dir=logs)
         resume = self.resume_point()
         if resume is None and self.cfg.warm_start_steps:
             self.warm_start()
+        if needs_reference and self.cfg.warm_start_steps:
+            self.anchor_reference()
         self.critic = None
         if self.estimator.needs_critic:
-            critic_init = None
+            critic_init, init_checkpoint = None, exp.critic.init_checkpoint()
             if exp.critic.model_path is None:
                 critic_init = self.policy.export()  # the critic starts from the (warm-started) policy
-            self.critic = ValueGroup(exp.critic, str(exp.critic.model_path or self.model_path),
-                                     hf_state=critic_init, placement=placement, seed=exp.seed)
+            architecture = self.model_path if init_checkpoint or exp.critic.model_path is None else exp.critic.model_path
+            self.critic = ValueGroup(exp.critic, str(architecture), hf_state=critic_init,
+                                     init_checkpoint=init_checkpoint, placement=placement, seed=exp.seed, log_dir=logs)
         ray.get([a.ready.remote() for a in actors])
-        self.engines = EnginePool(actors)
+        self.engines = EnginePool(actors, timeout_s=self.cfg.worker_timeout_s)
+        for group in (self.policy, self.critic):
+            if group is not None:
+                group.timeout_s = self.cfg.worker_timeout_s
         self.refitter = Refitter(self.policy, actors, plan.refit_routes(), generation.refit_bucket_bytes)
         self.record_placement(plan)
         if resume is not None:
             self.load(resume)
         self.refit()
+
+    def anchor_reference(self) -> None:
+        """After a warm start the KL reference is the warm-started policy, where RL starts (not the untrained model
+        the run generated).  It is kept in ``reference.safetensors`` so that a resumed run measures KL to the same
+        model."""
+        from safetensors.torch import load_file, save_file
+
+        path = self.run_dir / REFERENCE
+        if path.is_file():
+            state = load_file(str(path))
+        else:
+            state = self.policy.export()
+            save_file(state, str(path.with_suffix(".partial")))
+            path.with_suffix(".partial").rename(path)
+        self.policy.load_reference(state)
 
     def record_placement(self, plan) -> None:
         """``placement.json``: the plan, and where each rank and engine reports it runs (the run's own account)."""
@@ -182,6 +213,7 @@ class PPOTrainer:
     @contextmanager
     def timed(self, phase: str):
         start = time.perf_counter()
+        self.current_phase = phase
         yield
         self.timings[f"timing/train/{phase}"] = time.perf_counter() - start
 
@@ -240,15 +272,20 @@ class PPOTrainer:
         return rewards
 
     def collect(self) -> tuple[dict, dict]:
-        """One step's batch; with dynamic sampling, regenerate until enough prompt groups have a reward spread."""
+        """One step's batch; with dynamic sampling, regenerate until enough prompt groups have a reward spread.
+
+        ``train/reward`` and the env metrics describe every sample generated (before the filter), so they stay
+        comparable with a run without dynamic sampling.  A batch still short after ``max_gen_batches`` trains on what
+        was kept and logs ``dynamic_sampling/short_batch`` = 1, or stops the run (``trainer.short_batch="fail"``).
+        """
         cfg = self.cfg
         target = cfg.prompts_per_step * cfg.generations_per_prompt
-        kept, env_metrics, generated = [], {}, 0
+        kept, scores, attempts = [], [], []
         for attempt in range(cfg.max_gen_batches if cfg.dynamic_sampling else 1):
             records = self.loader.next_batch()
-            batch, env_metrics_now = self.rollout(records, seed=self.exp.seed * 1_000_003 + self.step * 101 + attempt)
-            generated += 1
-            env_metrics = env_metrics or env_metrics_now
+            batch, env_metrics = self.rollout(records, seed=self.exp.seed * 1_000_003 + self.step * 101 + attempt)
+            attempts.append(env_metrics)
+            scores.append(batch["scores"])
             batch["rewards"] = self.shaped_rewards(batch)
             if cfg.dynamic_sampling:
                 batch = select(batch, torch.nonzero(dynamic_sampling_mask(batch["rewards"], batch["group_ids"]))[:, 0])
@@ -256,26 +293,35 @@ class PPOTrainer:
                 kept.append(batch)
             if sum(b["input_ids"].shape[0] for b in kept) >= target:
                 break
-        if self.exp.reward_shaping.overlong_filter:
-            for b in kept:
-                b["response_mask"] = b["response_mask"] * (~b["truncated"])[:, None]
         if not kept:
             raise TrainingStopped("dynamic sampling kept no prompt group in max_gen_batches attempts "
                                   "(every group's rewards were all equal)")
         batch = concat(kept)
         batch = select(batch, torch.arange(min(target, batch["input_ids"].shape[0])))
-        env_metrics["dynamic_sampling/gen_batches"] = float(generated)
-        return batch, env_metrics
+        short = batch["input_ids"].shape[0] < target
+        if short and cfg.short_batch == "fail":
+            raise TrainingStopped(f"dynamic sampling kept {batch['input_ids'].shape[0]} of {target} samples after "
+                                  f"max_gen_batches={cfg.max_gen_batches} attempts (trainer.short_batch='fail')")
+        if self.exp.reward_shaping.overlong_filter:
+            batch["response_mask"] = batch["response_mask"] * (~batch["truncated"])[:, None]
+        metrics = {key: sum(a[key] for a in attempts) / len(attempts) for key in attempts[0]}
+        metrics["reward_all_attempts"] = torch.cat(scores).mean().item()
+        if cfg.dynamic_sampling:
+            metrics["dynamic_sampling/gen_batches"] = float(len(attempts))
+            metrics["dynamic_sampling/kept_samples"] = float(batch["input_ids"].shape[0])
+            metrics["dynamic_sampling/short_batch"] = float(short)
+        return batch, metrics
 
     # ------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:
         cfg, step = self.cfg, self.step
         metrics: dict[str, float] = {}
-        self.enter_phase("generate")
         with self.timed("generation"):
+            self.enter_phase("generate")
             batch, env_metrics = self.collect()
         mask = batch["response_mask"]
 
+        self.current_phase = "values" if self.critic is not None else "logprobs"
         self.enter_phase("train")
         if self.critic is not None:
             with self.timed("values"):
@@ -291,6 +337,9 @@ class PPOTrainer:
             kl = kl_penalty(batch["logp_old"], batch["logp_ref"], self.exp.policy.loss.kl_kind) * mask
             metrics["train/kl_to_reference"] = masked_mean(kl, mask).item()
         token_rewards = token_level_rewards(batch["rewards"], mask, kl=kl, kl_coef=self.kl.coef)
+        if self.exp.reward_shaping.whiten_token_rewards:
+            token_rewards = whiten_rewards(token_rewards, mask, shift_mean=False)
+        metrics["train/token_rewards_std"] = masked_var(token_rewards, mask).sqrt().item()
         advantages, returns = self.estimator(token_rewards=token_rewards, mask=mask, values=batch.get("values"),
                                              sequence_rewards=batch["rewards"], group_ids=batch["group_ids"])
         batch["advantages"] = advantages
@@ -326,8 +375,10 @@ class PPOTrainer:
         metrics.update(reduce_metrics(critic_steps, over="steps", prefix="train/critic/"))
         metrics["train/policy_updated"] = float(train_policy)
         metrics["train/skipped_updates"] = float(skipped)
-        metrics["train/reward"] = batch["scores"].mean().item()
+        metrics["train/reward"] = env_metrics.pop("reward_all_attempts")
         metrics["train/shaped_reward"] = batch["rewards"].mean().item()
+        if self.exp.reward_shaping.overlong_filter:
+            metrics["train/overlong_filtered"] = batch["truncated"].float().mean().item()
         metrics.update({f"train/env/{k}": v for k, v in env_metrics.items()})
         metrics["train/advantages/mean"] = masked_mean(advantages, mask).item()
         trained = advantages[mask.bool()]
@@ -435,7 +486,13 @@ class PPOTrainer:
             while self.step < cfg.max_steps:
                 started = time.perf_counter()
                 self.timings = {}
-                metrics = self.train_step()
+                try:
+                    metrics = self.train_step()
+                except WorkerTimeout as err:
+                    latest = self.latest_checkpoint()
+                    raise TrainingStopped(f"step {self.step + 1}, {getattr(self, 'current_phase', 'setup')}: {err}; "
+                                          f"the last complete checkpoint is {latest or 'none (no step was saved)'}"
+                                          ) from None
                 self.step += 1
                 if self.step % cfg.val_period == 0 or self.step == cfg.max_steps:
                     with self.timed("validation"):
@@ -454,9 +511,22 @@ class PPOTrainer:
                     print(f"[ppo] stopped after step {self.step}; checkpoint {self.checkpoint_dir(self.step)} is "
                           f"complete", flush=True)
                     return "stopped"
+            if cfg.export_hf:
+                self.export_hf()
         finally:
             self.close()
         return "completed"
+
+    def export_hf(self) -> None:
+        """``<run_dir>/export/policy`` and ``/critic``: the trained models as HF directories (through the driver:
+        meant for models that fit in its memory), e.g. for another run's ``critic.model_path``."""
+        from ppo.models.export import write_hf_export
+
+        self.enter_phase("train")
+        for name, group in (("policy", self.policy), ("critic", self.critic)):
+            if group is not None:
+                out = write_hf_export(group.export(), self.model_path, self.run_dir / EXPORT / name)
+                print(f"[ppo] exported the {name} to {out}", flush=True)
 
     def report(self, m: dict[str, float]) -> None:
         parts = [f"step {self.step}/{self.cfg.max_steps}", f"reward {m['train/reward']:.3f}"]
@@ -476,6 +546,8 @@ class PPOTrainer:
         print("[ppo] " + " | ".join(parts), flush=True)
 
     def close(self) -> None:
+        """Close the logs and the math workers, end this run's actors and placement, and stop Ray if this run
+        started it (a driver that joined a runtime, such as a test's, leaves it running)."""
         import ray
 
         if getattr(self, "metrics", None) is not None:
@@ -483,5 +555,13 @@ class PPOTrainer:
             self.wandb.close()
         if getattr(self, "env", None) is not None:
             self.env.close()
-        if ray.is_initialized():
+        if not ray.is_initialized():
+            return
+        if getattr(self, "owns_ray", True):
             ray.shutdown()
+            return
+        for workers in (getattr(self, "policy", None), getattr(self, "critic", None), getattr(self, "engines", None)):
+            if workers is not None:
+                workers.kill()
+        if getattr(self, "placement", None) is not None:
+            self.placement.release()

@@ -15,7 +15,9 @@ from pathlib import Path
 class RewardShaping:
     """DAPO reward scaling (``scale``: {0,1} → {target_min, target_max}), then overlong shaping (``overlong_buffer``:
     a penalty growing linearly over the last ``overlong_buffer`` tokens of the length budget), and overlong filtering
-    (``overlong_filter``: truncated samples are masked out of the losses)."""
+    (``overlong_filter``: truncated samples are masked out of the losses).  ``whiten_token_rewards`` scales the
+    per-token rewards (the KL term included) to unit variance over the batch before the estimator, as TRL's
+    ``whiten_rewards`` does (estimators that read per-token rewards only: GAE, Reinforce++)."""
 
     scale: bool = False
     source_min: float = 0.0
@@ -25,6 +27,7 @@ class RewardShaping:
     overlong_buffer: int | None = None
     overlong_penalty: float = 1.0
     overlong_filter: bool = False
+    whiten_token_rewards: bool = False
 
 
 @dataclass
@@ -49,7 +52,11 @@ class PPOSettings:
     kl_target: float | None = None
     dynamic_sampling: bool = False
     max_gen_batches: int = 3
+    short_batch: str = "train"  # still short after max_gen_batches: "train" on what was kept (logged), or "fail"
     max_bad_steps_in_a_row: int = 3
+    worker_timeout_s: float | None = 1800.0  # a worker call (one phase of a step) that takes longer fails the run
+    math_workers: int = 1  # processes verifying answers (SymPy), each killed and replaced when an answer hangs it
+    export_hf: bool = False  # at the end, write the policy and critic as HF directories in <run_dir>/export/
     warm_start_steps: int = 0
     warm_start_batch_size: int = 128
     warm_start_lr: float = 1e-3
@@ -67,11 +74,15 @@ class PPOSettings:
     def validate(self) -> None:
         for name in ("max_steps", "prompts_per_step", "generations_per_prompt", "ppo_epochs", "num_minibatches",
                      "val_period", "checkpoint_period", "keep_checkpoints", "max_bad_steps_in_a_row",
-                     "max_gen_batches"):
+                     "max_gen_batches", "math_workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
         if self.best_mode not in ("max", "min"):
             raise ValueError(f"trainer.best_mode must be 'max' or 'min', got {self.best_mode!r}")
+        if self.worker_timeout_s is not None and not self.worker_timeout_s > 0:
+            raise ValueError(f"trainer.worker_timeout_s must be > 0 (or None for no limit), got {self.worker_timeout_s}")
+        if self.short_batch not in ("train", "fail"):
+            raise ValueError(f"trainer.short_batch must be 'train' or 'fail', got {self.short_batch!r}")
         if self.wandb_mode not in ("online", "offline", "disabled"):
             raise ValueError(f"trainer.wandb_mode must be 'online', 'offline' or 'disabled', got {self.wandb_mode!r}")
         if self.num_minibatches > self.prompts_per_step * self.generations_per_prompt:

@@ -120,10 +120,12 @@ def clipped_pg_loss(
     unclipped_loss = -advantages * ratio
     clipped_loss = -advantages * ratio_clamped
     per_token = torch.maximum(unclipped_loss, clipped_loss)
-    if dual_clip_c is not None:
-        per_token = torch.where(advantages < 0, torch.minimum(per_token, -dual_clip_c * advantages), per_token)
-
     metrics: dict[str, torch.Tensor] = {}
+    if dual_clip_c is not None:
+        dual_bound = -dual_clip_c * advantages
+        metrics["dual_clipfrac"] = token_mean(((advantages < 0) & (per_token > dual_bound)).to(m.dtype))
+        per_token = torch.where(advantages < 0, torch.minimum(per_token, dual_bound), per_token)
+
     weights = torch.ones_like(per_token)
     if generation_logprobs is not None:
         weights, out_of_bounds = importance_weights(

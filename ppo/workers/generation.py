@@ -13,12 +13,16 @@ import os
 import ray
 
 from ppo.rollout.engine import SamplingConfig, VLLMGeneration
+from ppo.workers.deadline import get_within
 
 
 class GenerationWorker:
     """Builds the engine inside the actor's process (never in the driver) and serves generate / refit / sleep."""
 
-    def __init__(self, cfg: VLLMGeneration, index: int = 0):
+    def __init__(self, cfg: VLLMGeneration, index: int = 0, log_file: str | None = None):
+        from ppo.workers.logs import redirect_output
+
+        redirect_output(log_file)
         self.index = index
         self.engine = cfg.build()
         self.tokenizer = self.engine.tokenizer
@@ -64,7 +68,7 @@ class GenerationWorker:
 
     def placement_info(self) -> dict:
         return {"engine": self.index, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
-                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid()}
 
     def ready(self) -> bool:
         return True
@@ -78,9 +82,12 @@ def spawn_generation_worker(cfg: VLLMGeneration, index: int = 0, **options):
     return actor
 
 
-def start_generation_worker(cfg: VLLMGeneration, index: int = 0, **options):
+def start_generation_worker(cfg: VLLMGeneration, index: int = 0, log_dir: str | None = None, **options):
+    """Start engine ``index`` (``log_dir``: where its output goes, see :mod:`ppo.workers.logs`)."""
+    from ppo.workers.logs import worker_log
+
     options = {"num_cpus": 1, "num_gpus": 0, **options}
-    return ray.remote(GenerationWorker).options(**options).remote(cfg, index)
+    return ray.remote(GenerationWorker).options(**options).remote(cfg, index, worker_log(log_dir, "engine", index))
 
 
 def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
@@ -97,8 +104,12 @@ def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
 class EnginePool:
     """The run's engines as one: sharded generation, and sleep / wake on all of them."""
 
-    def __init__(self, actors: list):
+    def __init__(self, actors: list, timeout_s: float | None = None):
         self.actors = actors
+        self.timeout_s = timeout_s
+
+    def _get(self, refs: list, what: str) -> list:
+        return get_within(refs, self.timeout_s, [f"engine {i}" for i in range(len(refs))], what)
 
     def __len__(self) -> int:
         return len(self.actors)
@@ -109,13 +120,13 @@ class EnginePool:
         bounds = [(a, b) for a, b in shard_bounds(len(prompts), len(self.actors)) if b > a]
         refs = [actor.generate.remote(prompts[a:b], sampling, seed, first_index=a)
                 for actor, (a, b) in zip(self.actors, bounds)]
-        return [group for part in ray.get(refs) for group in part]
+        return [group for part in self._get(refs, "'generate'") for group in part]
 
     def sleep(self) -> None:
-        ray.get([a.sleep.remote() for a in self.actors])
+        self._get([a.sleep.remote() for a in self.actors], "'sleep'")
 
     def wake_up(self) -> None:
-        ray.get([a.wake_up.remote() for a in self.actors])
+        self._get([a.wake_up.remote() for a in self.actors], "'wake_up'")
 
     def placement_info(self) -> list[dict]:
         return ray.get([a.placement_info.remote() for a in self.actors])

@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import ray
 
+from ppo.workers.deadline import get_within
+
 RENDEZVOUS_ATTEMPTS = 3
 
 
 class WorkerGroup:
+    timeout_s: float | None = None
+    """Seconds a call may take on any rank before it fails with :class:`ppo.workers.deadline.WorkerTimeout` (None:
+    no limit; start-up always waits).  The trainer sets it from ``trainer.worker_timeout_s``."""
+
     def __init__(self, worker_cls, *args, world_size: int = 1, placement=None, role: str = "policy", seed: int = 0,
-                 **kwargs):
+                 log_dir: str | None = None, **kwargs):
         """``placement``: a :class:`ppo.workers.placement.Placement` whose plan has ``world_size`` ranks of ``role``;
-        by default every rank is a CPU process on the driver's node."""
+        by default every rank is a CPU process on the driver's node.  ``log_dir``: where each rank's output goes
+        (:mod:`ppo.workers.logs`)."""
+        from ppo.workers.logs import worker_log
+
         if placement is None:
             placement = local_placement(role, world_size)
         remote_cls = ray.remote(max_concurrency=1)(worker_cls)
@@ -29,7 +38,7 @@ class WorkerGroup:
             self.actors = [
                 remote_cls.options(**placement.options(role, rank)).remote(
                     *args, rank=rank, world_size=world_size, master_addr=master_addr, master_port=master_port,
-                    seed=seed, **kwargs)
+                    seed=seed, log_file=worker_log(log_dir, role, rank), **kwargs)
                 for rank in range(world_size)
             ]
             try:
@@ -47,11 +56,12 @@ class WorkerGroup:
         return [getattr(actor, method).remote(*args, **kwargs) for actor in self.actors]
 
     def call(self, method: str, *args, **kwargs):
-        return ray.get(self.call_async(method, *args, **kwargs))[0]
+        return self.call_all(method, *args, **kwargs)[0]
 
     def call_all(self, method: str, *args, **kwargs) -> list:
         """Every rank's answer, in rank order."""
-        return ray.get(self.call_async(method, *args, **kwargs))
+        names = [f"{self.role} rank {rank}" for rank in range(len(self.actors))]
+        return get_within(self.call_async(method, *args, **kwargs), self.timeout_s, names, f"'{method}'")
 
     def kill(self) -> None:
         for actor in self.actors:
@@ -78,11 +88,12 @@ class MegatronGroup(WorkerGroup):
 class PolicyGroup(MegatronGroup):
     """The policy (``ppo.workers.policy.PolicyWorker``) as the trainer sees it."""
 
-    def __init__(self, spec, model_path: str, *, with_reference: bool, placement=None, seed: int = 0):
+    def __init__(self, spec, model_path: str, *, with_reference: bool, placement=None, seed: int = 0,
+                 log_dir: str | None = None):
         from ppo.workers.policy import PolicyWorker
 
         super().__init__(PolicyWorker, spec, model_path, with_reference=with_reference, world_size=spec.world_size,
-                         placement=placement, role="policy", seed=seed)
+                         placement=placement, role="policy", seed=seed, log_dir=log_dir)
 
     def logprobs(self, batch: dict, *, temperature: float = 1.0, reference: bool = False):
         """Per-token logprobs ``[B, T]`` of the batch under the policy, or its frozen reference model."""
@@ -101,6 +112,9 @@ class PolicyGroup(MegatronGroup):
         """The whole model in HF names, gathered on rank 0 (setup only: refits stream to the engines)."""
         return self.call("export")
 
+    def load_reference(self, hf_state: dict) -> None:
+        self.call("load_reference", hf_state)
+
     def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list:
         return self.call("prepare_refit", senders, bucket_bytes)
 
@@ -111,11 +125,16 @@ class PolicyGroup(MegatronGroup):
 class ValueGroup(MegatronGroup):
     """The critic (``ppo.workers.value.ValueWorker``) as the trainer sees it."""
 
-    def __init__(self, spec, model_path: str, *, hf_state: dict | None = None, placement=None, seed: int = 0):
+    def __init__(self, spec, model_path: str, *, hf_state: dict | None = None, init_checkpoint: str | None = None,
+                 placement=None, seed: int = 0, log_dir: str | None = None):
         from ppo.workers.value import ValueWorker
 
-        super().__init__(ValueWorker, spec, model_path, hf_state=hf_state, world_size=spec.world_size,
-                         placement=placement, role="critic", seed=seed)
+        super().__init__(ValueWorker, spec, model_path, hf_state=hf_state, init_checkpoint=init_checkpoint,
+                         world_size=spec.world_size, placement=placement, role="critic", seed=seed, log_dir=log_dir)
+
+    def export(self) -> dict:
+        """The critic in HF names (``score.weight`` the value head), gathered on rank 0."""
+        return self.call("export")
 
     def values(self, batch: dict):
         """V of every token ``[B, T]``."""

@@ -21,7 +21,10 @@ from ppo.workers.specs import MegatronModelSpec  # noqa: F401 - defined there (n
 
 class MegatronWorker:
     def __init__(self, spec: MegatronModelSpec, *, rank: int, world_size: int, master_addr: str, master_port: int,
-                 seed: int):
+                 seed: int, log_file: str | None = None):
+        from ppo.workers.logs import redirect_output
+
+        redirect_output(log_file)
         # Ray shows this actor only its own GPU(s): its device is the first visible one (LOCAL_RANK 0), whatever
         # its rank in the group.
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0", MASTER_ADDR=master_addr,
@@ -121,7 +124,7 @@ class MegatronWorker:
 
         return {"rank": self.rank, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
                 "master_addr": os.environ["MASTER_ADDR"], "master_port": int(os.environ["MASTER_PORT"]),
-                "local_rank": int(os.environ["LOCAL_RANK"]), "device": str(self.device)}
+                "local_rank": int(os.environ["LOCAL_RANK"]), "device": str(self.device), "pid": os.getpid()}
 
     @property
     def device(self) -> torch.device:

@@ -109,6 +109,12 @@ class PolicyWorker(MegatronWorker):
     def export(self) -> dict | None:
         return self.hf_state(self.arch)
 
+    def load_reference(self, hf: dict) -> None:
+        """Replace the frozen reference's weights (HF names): the trainer anchors it to the warm-started policy."""
+        from ppo.models.convert import load_megatron_state
+
+        load_megatron_state(self.reference, self._shard(hf))
+
     # ---------------------------------------------------------------- refit: weights straight to the engines
     def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list | None:
         """Gather the weights over TP (every rank joins); ``senders`` keep them in HF names, split into buckets.

@@ -12,7 +12,10 @@ from ppo.workers.specs import MegatronCritic  # noqa: F401 - defined there (no t
 
 
 class ValueWorker(MegatronWorker):
-    def __init__(self, spec: MegatronCritic, model_path: str, *, hf_state: dict | None = None, **kwargs):
+    def __init__(self, spec: MegatronCritic, model_path: str, *, hf_state: dict | None = None,
+                 init_checkpoint: str | None = None, **kwargs):
+        """Weights from ``hf_state`` (HF names), else the HF directory ``model_path``; then, with ``init_checkpoint``
+        (an earlier run's ``checkpoints/step_N/critic``), that critic's weights with a fresh optimizer."""
         super().__init__(spec, **kwargs)
         from megatron.core import parallel_state
 
@@ -28,6 +31,15 @@ class ValueWorker(MegatronWorker):
                                tp_size=parallel_state.get_tensor_model_parallel_world_size())
         load_megatron_state(model, shard, optional=(VALUE_HEAD,))
         self.trainer = ModelTrainer(model, spec.optimizer)
+        if init_checkpoint is not None:
+            from ppo.models.checkpoint import load_checkpoint
+
+            load_checkpoint(self.trainer, init_checkpoint)
+            self.trainer.reset_optimizer_state()
+
+    def export(self) -> dict | None:
+        """The critic in HF names with its value head as ``score.weight``, gathered on rank 0 (a collective)."""
+        return self.hf_state(self.arch, value_head=True)
 
     def values(self, batch: dict) -> torch.Tensor:
         return self.forward_rows(batch, lambda module, mb: token_values(module, mb["input_ids"], mb["segment_ids"]))

@@ -34,8 +34,11 @@ def test_default_token_level_loss_is_masked_mean(batch):
 
 def test_hand_worked_dual_clip():
     one = lambda x: torch.tensor([[x]], dtype=torch.float64)  # noqa: E731
-    loss, _ = clipped_pg_loss(one(math.log(5.0)), one(0.0), one(-1.0), one(1.0), dual_clip_c=3.0)
+    loss, metrics = clipped_pg_loss(one(math.log(5.0)), one(0.0), one(-1.0), one(1.0), dual_clip_c=3.0)
     assert loss.item() == pytest.approx(3.0)
+    assert metrics["dual_clipfrac"].item() == 1.0
+    _, metrics = clipped_pg_loss(one(math.log(2.0)), one(0.0), one(-1.0), one(1.0), dual_clip_c=3.0)
+    assert metrics["dual_clipfrac"].item() == 0.0, "ratio 2 < c = 3: the dual clip does not bind"
     loss, _ = clipped_pg_loss(one(math.log(5.0)), one(0.0), one(-1.0), one(1.0))
     assert loss.item() == pytest.approx(5.0)
     loss, _ = clipped_pg_loss(one(math.log(5.0)), one(0.0), one(1.0), one(1.0), clip_high=0.28)

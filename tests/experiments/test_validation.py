@@ -178,6 +178,9 @@ def test_a_resume_path_follows_the_same_rule(tmp_path):
     (["model.seed=4294967296"], "config path 'model.seed' must be in [0, 2**32), got 4294967296"),
     (["trainer.kl_target=0.01"], "trainer.kl_target=0.01 adapts the reward-KL coefficient, but "
                                  "trainer.kl_in_reward_coef is 0"),
+    (["trainer.short_batch='skip'"], "trainer.short_batch must be 'train' or 'fail', got 'skip'"),
+    (["trainer.math_workers=0"], "trainer.math_workers must be >= 1, got 0"),
+    (["policy.loss.is_low=3.0"], "policy.loss.is_low=3.0 must be in [0, is_cap=2.0]"),
 ])
 def test_values_the_run_would_reject_later_are_refused_now(overrides, message):
     refused = refusal("tiny_cpu", *overrides)
@@ -240,3 +243,32 @@ def test_a_local_driver_on_a_bigger_ray_cluster_says_its_shape():
     plan = prep("tiny_cpu", "executor.nodes=2", "executor.gpus_per_node=1", "allow_idle_gpus=True",
                 executor="local").experiment.placement_plan()
     assert plan.gpus_used_line() == "GPUs used: 1 of 2"  # one rank per role, all on node 0
+
+
+def test_whitening_token_rewards_is_refused_for_estimators_that_ignore_them():
+    from experiments import tiny_cpu
+    from ppo.algorithms.estimators import GRPO
+    from ppo.trainer_settings import RewardShaping
+
+    cfg = tiny_cpu.config()
+    cfg.advantage = fdl.Config(GRPO)
+    cfg.reward_shaping = fdl.Config(RewardShaping, whiten_token_rewards=True)
+    with pytest.raises(ExperimentError, match="reward_shaping.whiten_token_rewards whitens the per-token rewards, "
+                                              "which GRPO ignores"):
+        fdl.build(cfg).validate()
+    cfg.advantage = tiny_cpu.config().advantage
+    fdl.build(cfg).validate()
+
+
+def test_the_critic_starts_from_an_hf_directory_or_a_checkpoint_step_and_nothing_else(tmp_path):
+    wrong = tmp_path / "not_a_model"
+    wrong.mkdir()
+    assert refusal("tiny_cpu", f"critic.model_path='{wrong}'") == (
+        f"critic.model_path: {wrong} is neither an HF checkpoint directory (config.json) nor a run's checkpoint step "
+        f"holding critic/")
+    step = tmp_path / "run" / "checkpoints" / "step_000003"
+    (step / "critic").mkdir(parents=True)
+    (step / "trainer_state.json").write_text("{}")
+    assert prep("tiny_cpu", f"critic.model_path='{step}'").missing_paths == []
+    (wrong / "config.json").write_text("{}")
+    assert prep("tiny_cpu", f"critic.model_path='{wrong}'").missing_paths == []

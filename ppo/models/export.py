@@ -1,0 +1,32 @@
+"""Writing a model the workers hold as a local HF checkpoint directory (``python launch.py ... critic.model_path=``).
+
+The directory is the run's initial model directory (config, tokenizer, generation settings) with the weights
+replaced: ``model.safetensors`` in HF names.  A critic's export holds the backbone and ``score.weight`` (the value
+head, named as HF's token-classification heads name it); the critic loader reads both back, and a policy loader reads
+the backbone and ignores the head.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+WEIGHTS = "model.safetensors"
+
+
+def write_hf_export(state: dict, like: str | Path, out: str | Path) -> Path:
+    """Write ``state`` (HF names → tensors) as ``out``, with every non-weight file of the HF directory ``like``;
+    written to ``out.partial`` and renamed, so a crash never leaves a half-written export."""
+    from safetensors.torch import save_file
+
+    out, like = Path(out), Path(like)
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for item in like.iterdir():
+        if item.is_file() and not item.name.endswith((".safetensors", ".bin")) and item.name != "model.safetensors.index.json":
+            shutil.copy2(item, partial / item.name)
+    save_file({k: v.detach().clone().contiguous() for k, v in state.items()}, str(partial / WEIGHTS))
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    return out

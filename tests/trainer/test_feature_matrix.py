@@ -1,0 +1,239 @@
+"""Every loop option, in a real PPO run of the tiny default, with its effect checked in the run's own data.
+
+Each run records what the trainer saw (the generated batches before and after shaping and filtering, and the
+estimator's inputs and outputs) and its metrics.  The checks recompute each option's effect independently (plain
+Python loops, the float64 references of ``tests/algorithms/reference.py``) from those records, so each fails when the
+option's wiring from the config to the loop is cut, not only when its formula is wrong.
+
+    run              options
+    shaping_and_kl   reward scaling, overlong shaping and filter, dynamic sampling, per-token reward whitening,
+                     KL in the reward with the adaptive controller, dual clip
+    vapo             decoupled λ with the length-adaptive α, positive-example NLL, no advantage whitening, ICEPOP,
+                     KL loss with the on-policy weights
+    critic-free      GRPO, RLOO, REINFORCE++ with and without its baseline, raw reward (one step each)
+    warm critic      the critic of the vapo run, from its HF export and from its checkpoint (one step each)
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tests.algorithms import reference as ref
+
+from .inprocess import ray_runtime, run_tiny  # noqa: F401 - the module's Ray runtime fixture
+
+pytestmark = pytest.mark.slow
+
+MAX_NEW_TOKENS = 5  # tiny_cpu's generation budget
+
+
+class Recorder:
+    """What one run's trainer saw: every rollout, every collected batch, every estimator call."""
+
+    def __init__(self):
+        self.rollouts: list[dict] = []
+        self.batches: list[dict] = []
+        self.estimates: list[dict] = []
+
+
+class RecordingEstimator:
+    def __init__(self, estimator, recorder: Recorder):
+        self.estimator, self.recorder = estimator, recorder
+
+    def __getattr__(self, name):
+        return getattr(self.estimator, name)
+
+    def __call__(self, **inputs):
+        advantages, returns = self.estimator(**inputs)
+        self.recorder.estimates.append({**{k: v for k, v in inputs.items() if v is not None},
+                                        "advantages": advantages, "returns": returns})
+        return advantages, returns
+
+
+def record(monkeypatch) -> Recorder:
+    """Make every PPOTrainer of this process record what it sees into the returned :class:`Recorder`."""
+    from ppo.trainer import PPOTrainer
+
+    seen = Recorder()
+    rollout, collect, setup = PPOTrainer.rollout, PPOTrainer.collect, PPOTrainer.setup
+
+    def recording_rollout(self, records, *, seed):
+        batch, env_metrics = rollout(self, records, seed=seed)
+        seen.rollouts.append({"scores": batch["scores"].clone()})
+        return batch, env_metrics
+
+    def recording_collect(self):
+        batch, env_metrics = collect(self)
+        seen.batches.append({k: v.clone() for k, v in batch.items() if isinstance(v, torch.Tensor)})
+        return batch, env_metrics
+
+    def recording_setup(self):
+        setup(self)
+        self.estimator = RecordingEstimator(self.estimator, seen)
+
+    monkeypatch.setattr(PPOTrainer, "rollout", recording_rollout)
+    monkeypatch.setattr(PPOTrainer, "collect", recording_collect)
+    monkeypatch.setattr(PPOTrainer, "setup", recording_setup)
+    return seen
+
+
+@pytest.fixture
+def recorder(monkeypatch) -> Recorder:
+    return record(monkeypatch)
+
+
+VAPO_ALPHA = 0.5
+
+
+@pytest.fixture(scope="module")
+def vapo_run(ray_runtime, tmp_path_factory):  # noqa: F811
+    """The VAPO-options run (3 steps, exported at the end): its directory, metrics and records."""
+    run_dir = tmp_path_factory.mktemp("vapo") / "run"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        seen = record(monkeypatch)
+        metrics = run_tiny(run_dir, "advantage.lam_value=1.0", f"advantage.length_adaptive_alpha={VAPO_ALPHA}",
+                           "advantage.whiten_advantages=False", "policy.loss.nll_coef=0.1",
+                           "policy.loss.is_correction='icepop'", "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0",
+                           "policy.loss.kl_coef=0.01", "policy.loss.kl_on_policy_approx=True", "trainer.export_hf=True")
+    return run_dir, metrics, seen
+
+
+def steps(series: dict[str, float]) -> list[float]:
+    return [series[k] for k in sorted(series, key=int)]
+
+
+def lists(t: torch.Tensor) -> list:
+    return t.double().tolist()
+
+
+def flat(rows: list) -> list[float]:
+    """Rows of numbers as one list, for ``pytest.approx`` (which compares flat sequences)."""
+    return [x for row in rows for x in row]
+
+
+def test_shaping_filtering_dynamic_sampling_whitening_and_kl(ray_runtime, recorder, tmp_path):  # noqa: F811
+    kl_start, kl_target = 0.05, 0.001
+    m = run_tiny(tmp_path / "shaping_and_kl",
+                 "reward_shaping.scale=True", "reward_shaping.overlong_buffer=2", "reward_shaping.overlong_filter=True",
+                 "reward_shaping.whiten_token_rewards=True", "trainer.dynamic_sampling=True",
+                 f"trainer.kl_in_reward_coef={kl_start}", f"trainer.kl_target={kl_target}",
+                 "policy.loss.dual_clip_c=1.01")
+
+    truncated_seen = 0
+    for batch in recorder.batches:
+        # scaling {0, 1} -> {-1, 1}, then DAPO's overlong penalty over the last 2 of 5 tokens
+        for score, length, reward in zip(lists(batch["scores"]), batch["response_lengths"].tolist(),
+                                         lists(batch["rewards"])):
+            penalty = min(-(length - (MAX_NEW_TOKENS - 2)) / 2, 0.0)
+            assert reward == pytest.approx(-1 + 2 * score + penalty, abs=1e-6)
+        # the overlong filter: truncated samples train on no token
+        truncated = batch["truncated"]
+        assert batch["response_mask"][truncated].sum() == 0
+        assert batch["response_mask"][~truncated].sum(-1).min() > 0
+        truncated_seen += int(truncated.sum())
+        # dynamic sampling: every kept prompt group has a reward spread
+        for rewards in ref.groups(lists(batch["rewards"]), batch["group_ids"].tolist()).values():
+            assert max(rewards) > min(rewards)
+    assert truncated_seen > 0, "no sample was truncated: the filter was not exercised"
+    assert steps(m["train/overlong_filtered"]) == pytest.approx([b["truncated"].double().mean().item()
+                                                                for b in recorder.batches])
+
+    # train/reward describes every generated sample, before the filter; attempts beyond the first are counted
+    generated = sum(steps(m["train/env/dynamic_sampling/gen_batches"]))
+    assert generated == len(recorder.rollouts) >= len(recorder.batches)
+    first = 0
+    for step, attempts in enumerate(steps(m["train/env/dynamic_sampling/gen_batches"])):
+        scores = torch.cat([r["scores"] for r in recorder.rollouts[first:first + int(attempts)]])
+        first += int(attempts)
+        assert steps(m["train/reward"])[step] == pytest.approx(scores.mean().item())
+
+    # per-token reward whitening: unit variance over the trained tokens
+    for std in steps(m["train/token_rewards_std"]):
+        assert std == pytest.approx(1.0, abs=1e-3)
+
+    # KL in the reward: measured against the reference, and the adaptive coefficient moves towards its target
+    kl = steps(m["train/kl_to_reference"])
+    coef = [kl_start] + steps(m["train/kl_coef"])
+    assert max(kl) > 0
+    for step, measured in enumerate(kl):
+        assert math.copysign(1, coef[step + 1] - coef[step]) == math.copysign(1, measured - kl_target)
+    # the dual clip binding on some tokens
+    assert max(steps(m["train/dual_clipfrac"])) > 0
+
+
+def test_vapo_lambdas_positive_nll_unwhitened_advantages_and_icepop(vapo_run):
+    _, m, recorder = vapo_run
+    alpha = VAPO_ALPHA
+    for call in recorder.estimates:
+        mask = call["mask"].bool()
+        lengths = mask.sum(-1).tolist()
+        lambdas = [min(max(1 - 1 / max(alpha * n, 1.0), 0.0), 1.0) for n in lengths]
+        rewards, values = lists(call["token_rewards"]), lists(call["values"])
+        # the critic's targets: λ_value = 1, the return-to-go
+        expected_returns = ref.return_to_go(rewards, mask.tolist(), 1.0)
+        assert flat(lists(call["returns"] * mask)) == pytest.approx(flat(expected_returns), abs=1e-5)
+        # the policy's advantages: GAE with each sample's own λ, not whitened
+        expected, _ = ref.gae(rewards, values, mask.tolist(), 1.0, lambdas)
+        assert flat(lists(call["advantages"])) == pytest.approx(flat(expected), abs=1e-5)
+        assert len(set(lambdas)) > 1, "every sample had the same length: λ was not length-adaptive here"
+    assert min(abs(a) for a in steps(m["train/advantages/mean"])) > 1e-6, "advantages were whitened"
+    assert max(steps(m["train/positive_nll_loss"])) > 0
+    # KL as a loss term, weighted on-policy (exp(logp − logp_gen), not the IS weights ICEPOP zeroes here); the policy
+    # moves through the NLL term, so the KL to the reference grows
+    assert min(steps(m["train/kl_penalty"])) > 0
+    # ICEPOP with the bounds [1, 1]: a token survives only if vLLM's logprob equals the trainer's to the bit
+    assert min(steps(m["train/is_oob_ratio"])) > 0.5
+
+
+CRITIC_FREE = {
+    "grpo": lambda call: ref.grpo(lists(call["sequence_rewards"]), call["group_ids"].tolist()),
+    "rloo": lambda call: ref.rloo(lists(call["sequence_rewards"]), call["group_ids"].tolist()),
+    "raw_reward": lambda call: ref.whiten([lists(call["sequence_rewards"])], [[1] * len(call["sequence_rewards"])])[0],
+    "reinforce_pp": lambda call: ref.whiten(*_rtg(call, baseline=False)),
+    "reinforce_pp_baseline": lambda call: ref.whiten(*_rtg(call, baseline=True)),
+}
+
+
+def _rtg(call, *, baseline: bool):
+    mask = call["mask"].bool().tolist()
+    rewards = lists(call["token_rewards"])
+    if baseline:
+        groups = ref.groups(lists(call["sequence_rewards"]), call["group_ids"].tolist())
+        for row, m, gid in zip(rewards, mask, call["group_ids"].tolist()):
+            last = max(t for t, on in enumerate(m) if on)
+            row[last] -= sum(groups[gid]) / len(groups[gid])
+    return ref.return_to_go(rewards, mask, 1.0), mask
+
+
+@pytest.mark.parametrize("fiddler", CRITIC_FREE)
+def test_each_critic_free_estimator_computes_the_advantages(ray_runtime, recorder, tmp_path, fiddler):  # noqa: F811
+    # no warm start: the untrained model's answer lengths vary, and the overlong penalty turns them into rewards
+    m = run_tiny(tmp_path / fiddler, "trainer.max_steps=1", "trainer.prompts_per_step=16", "trainer.warm_start_steps=0",
+                 "reward_shaping.overlong_buffer=4", fiddlers=(fiddler,))
+    assert "train/critic/loss" not in m, "a critic-free run trained a critic"
+    (call,) = recorder.estimates
+    mask = call["mask"].bool()
+    expected = CRITIC_FREE[fiddler](call)
+    if fiddler in ("grpo", "rloo", "raw_reward"):  # one advantage per sample, on each of its tokens
+        expected = [[a * on for on in row] for a, row in zip(expected, mask.tolist())]
+    assert flat(lists(call["advantages"])) == pytest.approx(flat(expected), abs=1e-4)
+
+
+def test_a_critic_warm_started_from_an_earlier_run_explains_the_returns_from_step_1(vapo_run, tmp_path):
+    """The earlier run's critic, from its HF export or from its checkpoint step, predicts the first batch's returns
+    far better than a fresh critic does.  Step 1's batch is the same in these runs (same seed, same warm-started
+    policy) and so are its critic targets (λ = 1 returns, as the VAPO run's λ_value)."""
+    first, fresh, _ = vapo_run
+    assert (first / "export" / "critic" / "model.safetensors").is_file()
+    from_export = run_tiny(tmp_path / "from_export", f"critic.model_path='{first / 'export' / 'critic'}'",
+                           "trainer.max_steps=1")
+    from_checkpoint = run_tiny(tmp_path / "from_checkpoint",
+                               f"critic.model_path='{first / 'checkpoints' / 'step_000003'}'", "trainer.max_steps=1")
+    ev = {name: m["train/critic/explained_var"]["1"]
+          for name, m in [("fresh", fresh), ("export", from_export), ("checkpoint", from_checkpoint)]}
+    print(ev)
+    assert ev["export"] > ev["fresh"] + 1.0
+    assert ev["checkpoint"] == pytest.approx(ev["export"], abs=1e-4), "the two sources hold the same critic"
