@@ -44,6 +44,11 @@ def test_a_stopped_critic_fails_the_step_by_name_and_keeps_the_checkpoint(ray_ru
                                   f"the last complete checkpoint is {checkpoint}")
     assert (checkpoint / "trainer_state.json").is_file()
     assert sorted(p.name for p in checkpoint.parent.iterdir()) == ["step_000001"]
+    # every worker's output stays with the run (the engine's includes vLLM's own log lines)
+    logs = run_dir / "logs"
+    assert sorted(p.name for p in logs.iterdir()) == ["critic-0.log", "engine-0.log", "policy-0.log"]
+    assert "non-default args" in (logs / "engine-0.log").read_text()
+    assert "Apex is not installed" in (logs / "critic-0.log").read_text()
 
 
 def test_a_dead_policy_worker_ends_the_run_with_its_error(ray_runtime, tmp_path, monkeypatch):  # noqa: F811
