@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("metrics", metavar="METRICS", help="run directory, metrics.jsonl, or reference-layout JSON file")
+    parser.add_argument("metrics", metavar="METRICS",
+                        help="run directory, metrics.jsonl, or reference-layout JSON file")
     parser.add_argument("checks", nargs="+", metavar="EXPR", help="check expression, e.g. 'data[\"m\"][\"40\"] > 0.7'")
     parser.add_argument("--json", metavar="OUT", help="also write a machine-readable summary to OUT")
     parser.add_argument(

@@ -28,8 +28,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from ppo.atomic import write_text_atomic
-from ppo.nightly.report import DEFAULT_NIGHTS, build_dashboard
+from ppo.atomic import write_text_atomic  # noqa: E402 - after the checkout is put on sys.path
+from ppo.nightly.report import DEFAULT_NIGHTS, build_dashboard  # noqa: E402
 
 PROG = "dashboard.py"
 USAGE_ERROR = 2

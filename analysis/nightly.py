@@ -51,10 +51,11 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from check_metrics import non_negative_int  # noqa: E402 - the sibling script (analysis/ is on sys.path)
-from ppo.metrics.expressions import ExpressionError, parse_check
-from ppo.nightly.baseline import run_baseline
-from ppo.nightly.history import HistoryError, check_name
-from ppo.nightly.runner import (
+
+from ppo.metrics.expressions import ExpressionError, parse_check  # noqa: E402
+from ppo.nightly.baseline import run_baseline  # noqa: E402
+from ppo.nightly.history import HistoryError, check_name  # noqa: E402
+from ppo.nightly.runner import (  # noqa: E402
     EXECUTORS,
     EXIT_CODES,
     NightOptions,
@@ -63,7 +64,7 @@ from ppo.nightly.runner import (
     run_suite,
     worst_status,
 )
-from ppo.nightly.suite import Nightly, SuiteError, load_suite, parse_entry, read_nightly
+from ppo.nightly.suite import Nightly, SuiteError, load_suite, parse_entry, read_nightly  # noqa: E402
 
 PROG = "nightly.py"
 USAGE_ERROR = 2

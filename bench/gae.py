@@ -4,8 +4,8 @@
     .venv/bin/python bench/gae.py --batch 64 --length 8192 --repeats 5
 
 Prints the median wall time of each, the speed-up ratio and the relative error of the fast path (float32)
-against the loop (float32, and float64).  Both run on the same inputs, threads and machine; the numba kernel is compiled (or loaded from
-its cache) before timing.
+against the loop (float32, and float64).  Both run on the same inputs, threads and machine; the numba kernel is
+compiled (or loaded from its cache) before timing.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def main() -> None:
     t_loop = median_seconds(loop, max(3, args.repeats // 2))
 
     def rel_err(ours, reference):
-        return max(((a.double() - b.double()).abs().max() / b.double().abs().max()).item() for a, b in zip(ours, reference))
+        return max(((a.double() - b.double()).abs().max() / b.double().abs().max()).item()
+                   for a, b in zip(ours, reference))
 
     ours = compute_gae(rewards, values, mask, **kwargs)
     err_loop = rel_err(ours, compute_gae_loop(rewards, values, mask, **kwargs))

@@ -19,9 +19,9 @@ import fiddle as fdl
 
 from ppo.algorithms.estimators import GAE, GRPO, RLOO, RawReward, ReinforcePlusPlus
 from ppo.experiment import Experiment
+from ppo.models.optim import OptimizerSettings
 from ppo.models.parallel import ParallelConfig
 from ppo.models.sources import TinyRandomModel
-from ppo.models.optim import OptimizerSettings
 from ppo.rollout.engine import SamplingConfig, VLLMGeneration
 from ppo.tasks import ArithmeticTaskSpec
 from ppo.trainer_settings import PPOSettings, RewardShaping

@@ -48,7 +48,8 @@ class ArithmeticTaskSpec:
         return self.digits + len(str(self.num_operands)) + 2
 
     def vocab_size(self) -> int | None:
-        """Tokens of :meth:`build_tokenizer`'s vocabulary (``<pad> <eos> <bos>`` and the alphabet), without building it."""
+        """Tokens of :meth:`build_tokenizer`'s vocabulary (``<pad> <eos> <bos>`` and the alphabet), without building
+        it."""
         from ppo.data.arithmetic import ALPHABET
 
         return 3 + len(ALPHABET)

@@ -45,8 +45,8 @@ from ppo.algorithms import (
 )
 from ppo.algorithms.value_loss import explained_variance
 from ppo.rollout.batch import build_rollout_batch, concat, select
-from ppo.workers.deadline import WorkerTimeout
 from ppo.trainer_settings import PPOSettings, RewardShaping  # noqa: F401 - defined there (no torch)
+from ppo.workers.deadline import WorkerTimeout
 
 CHECKPOINTS = "checkpoints"
 PARTIAL = ".partial"
@@ -78,11 +78,11 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
+        import ray
+
         from ppo.data import PromptLoader
         from ppo.envs.math_env import MathEnvironment
         from ppo.workers.ray_runtime import connect_or_start
-
-        import ray
 
         exp, cfg = self.exp, self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -139,7 +139,8 @@ class PPOTrainer:
             critic_init, init_checkpoint = None, exp.critic.init_checkpoint()
             if exp.critic.model_path is None:
                 critic_init = self.policy.export()  # the critic starts from the (warm-started) policy
-            architecture = self.model_path if init_checkpoint or exp.critic.model_path is None else exp.critic.model_path
+            own_model = exp.critic.model_path is not None and not init_checkpoint
+            architecture = exp.critic.model_path if own_model else self.model_path
             self.critic = ValueGroup(exp.critic, str(architecture), hf_state=critic_init,
                                      init_checkpoint=init_checkpoint, placement=placement, seed=exp.seed, log_dir=logs)
         ray.get([a.ready.remote() for a in actors])
@@ -391,7 +392,8 @@ class PPOTrainer:
             values = batch["values"]
             moments = {
                 "returns_mean": masked_mean(returns, mask), "returns_sq_mean": masked_mean(returns**2, mask),
-                "values_mean": masked_mean(values, mask), "residual_sq_mean": masked_mean((returns - values) ** 2, mask),
+                "values_mean": masked_mean(values, mask),
+                "residual_sq_mean": masked_mean((returns - values) ** 2, mask),
             }
             metrics["train/critic/explained_var"] = explained_variance(**moments).item()
             metrics["train/critic/returns_mean"] = moments["returns_mean"].item()
@@ -417,7 +419,8 @@ class PPOTrainer:
         return self.run_dir / CHECKPOINTS / f"step_{step:06d}"
 
     def resume_point(self) -> Path | None:
-        """Where this run continues from: per ``trainer.resume``, the latest complete checkpoint, a given one, or none."""
+        """Where this run continues from: per ``trainer.resume``, the latest complete checkpoint, a given one, or
+        none."""
         if self.cfg.resume == "never":
             return None
         if self.cfg.resume == "auto":

@@ -60,7 +60,8 @@ class PPOSettings:
     warm_start_steps: int = 0
     warm_start_batch_size: int = 128
     warm_start_lr: float = 1e-3
-    wandb_mode: str = "offline"  # "online" (needs network and `wandb login`), "offline" (./wandb, sync later), "disabled"
+    # "online" (needs network and `wandb login`), "offline" (./wandb, sync later), "disabled"
+    wandb_mode: str = "offline"
     wandb_project: str = "ppo"
     wandb_group: str | None = None  # e.g. the sweep id, so wandb groups a sweep's trials
 
@@ -80,7 +81,8 @@ class PPOSettings:
         if self.best_mode not in ("max", "min"):
             raise ValueError(f"trainer.best_mode must be 'max' or 'min', got {self.best_mode!r}")
         if self.worker_timeout_s is not None and not self.worker_timeout_s > 0:
-            raise ValueError(f"trainer.worker_timeout_s must be > 0 (or None for no limit), got {self.worker_timeout_s}")
+            raise ValueError(f"trainer.worker_timeout_s must be > 0 (or None for no limit), "
+                             f"got {self.worker_timeout_s}")
         if self.short_batch not in ("train", "fail"):
             raise ValueError(f"trainer.short_batch must be 'train' or 'fail', got {self.short_batch!r}")
         if self.wandb_mode not in ("online", "offline", "disabled"):

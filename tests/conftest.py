@@ -4,8 +4,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-import submitit  # noqa: F401 - importing it runs logging.config.dictConfig, which closes every logging handler that
-# exists then (pytest's capture among them); import it here, before any test module is collected.
+
+# Importing submitit runs logging.config.dictConfig, which closes every logging handler that exists then (pytest's
+# capture among them); import it here, before any test module is collected.
+import submitit  # noqa: F401
 
 
 @pytest.fixture(scope="session")

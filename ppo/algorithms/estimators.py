@@ -202,7 +202,8 @@ ESTIMATORS = {
 
 
 def make_advantage_estimator(name: str, **kwargs):
-    """Build an estimator by name: ``gae``, ``raw_reward``, ``grpo``, ``rloo``, ``reinforce++``, ``reinforce++_baseline``."""
+    """Build an estimator by name: ``gae``, ``raw_reward``, ``grpo``, ``rloo``, ``reinforce++``,
+    ``reinforce++_baseline``."""
     try:
         factory = ESTIMATORS[name]
     except KeyError:

@@ -83,7 +83,9 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
     try:
         frame = pd.read_parquet(path)
     except ImportError as e:
-        raise DatasetError(f"{path}: reading parquet needs pyarrow (pip install pyarrow), or convert to jsonl ({e})")
+        raise DatasetError(
+            f"{path}: reading parquet needs pyarrow (pip install pyarrow), or convert to jsonl ({e})"
+        ) from None
     except Exception as e:  # noqa: BLE001 - pyarrow raises several unrelated types for a corrupt file
         raise DatasetError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})") from None
     return [_to_python(row) for row in frame.to_dict(orient="records")]

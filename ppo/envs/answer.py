@@ -332,7 +332,5 @@ def _last_number(text: str) -> str | None:
     if last_digit < 0:
         return None
     window = text[max(0, last_digit - 200) : last_digit + 1]
-    found = None
-    for found in _LAST_NUMBER_RE.finditer(window):
-        pass
-    return found.group() if found else None
+    matches = list(_LAST_NUMBER_RE.finditer(window))  # the window holds at most 201 characters
+    return matches[-1].group() if matches else None

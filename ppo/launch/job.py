@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         run_job(run_dir)
-    except Exception:
+    except Exception:  # noqa: BLE001 - the job's entry point: any failure is a traceback and exit status 1
         traceback.print_exc()
         return 1
     return 0

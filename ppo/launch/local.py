@@ -62,7 +62,7 @@ def run_debug(run_dir: Path, executor: DebugExecutor) -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     try:
         run_job(run_dir)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the job prints its traceback (and pdb if asked)
         traceback.print_exc()
         if executor.post_mortem:
             import pdb

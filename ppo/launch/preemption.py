@@ -38,7 +38,7 @@ def run_stoppable(body: Callable[[], None]) -> None:
     def target() -> None:
         try:
             body()
-        except BaseException as err:  # re-raised in the main thread
+        except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
             box["error"] = err
 
     thread = threading.Thread(target=target, name="ppo-driver", daemon=True)

@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 
 from ppo.config.errors import ConfigError
-from ppo.launch.executors import SlurmExecutor
 from ppo.launch import rundir
+from ppo.launch.executors import SlurmExecutor
 from ppo.launch.rundir import GitState, write_json
 
 FOLDER = "slurm"

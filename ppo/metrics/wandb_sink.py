@@ -40,7 +40,7 @@ class WandbSink:
             self.run = wandb.init(project=project, name=name, group=group, config=dict(config or {}),
                                   dir=str(run_dir), mode=mode, id=wandb_run_id(run_dir), resume="allow",
                                   settings=wandb.Settings(console="off", x_disable_stats=True))
-        except Exception as err:  # wandb must never take the run down
+        except Exception as err:  # noqa: BLE001 - wandb must never take the run down
             logger.warning("wandb disabled for this run: %s", err)
             print(f"[ppo] wandb disabled for this run: {err}", flush=True)
             return
@@ -53,7 +53,7 @@ class WandbSink:
             return
         try:
             self.run.log(dict(metrics), step=step)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - wandb must never take the run down
             print(f"[ppo] wandb logging stopped: {err}", flush=True)
             self.run = None
 

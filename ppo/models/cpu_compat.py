@@ -109,7 +109,8 @@ def cuda_means(device: str | torch.device) -> Iterator[None]:
     own CUDA tensors then land on one stand-in accelerator, apart from the CPU.
     """
     if not _applied:
-        raise RuntimeError("cpu_compat.cuda_means() needs the CPU patches (apply_if_needed() on a machine without CUDA)")
+        raise RuntimeError("cpu_compat.cuda_means() needs the CPU patches "
+                           "(apply_if_needed() on a machine without CUDA)")
     saved, _MODE.target = _MODE.target, torch.device(device)
     try:
         yield

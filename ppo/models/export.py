@@ -24,7 +24,8 @@ def write_hf_export(state: dict, like: str | Path, out: str | Path) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     for item in like.iterdir():
-        if item.is_file() and not item.name.endswith((".safetensors", ".bin")) and item.name != "model.safetensors.index.json":
+        weights = item.name.endswith((".safetensors", ".bin")) or item.name == "model.safetensors.index.json"
+        if item.is_file() and not weights:
             shutil.copy2(item, partial / item.name)
     save_file({k: v.detach().clone().contiguous() for k, v in state.items()}, str(partial / WEIGHTS))
     shutil.rmtree(out, ignore_errors=True)

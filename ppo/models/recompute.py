@@ -47,10 +47,11 @@ class Recompute:
             raise RecomputeError(f"recompute.granularity='full' needs recompute.method 'uniform' or 'block', "
                                  f"got {self.method!r}")
         if not isinstance(self.num_layers, int) or self.num_layers < 1:
-            raise RecomputeError(f"recompute.granularity='full' needs recompute.num_layers >= 1, got {self.num_layers!r}")
+            raise RecomputeError(f"recompute.granularity='full' needs recompute.num_layers >= 1, "
+                                 f"got {self.num_layers!r}")
         if layers_per_stage is not None and self.num_layers > layers_per_stage:
-            raise RecomputeError(f"recompute.num_layers={self.num_layers} is more than the {layers_per_stage} layers of "
-                                 f"a pipeline stage")
+            raise RecomputeError(f"recompute.num_layers={self.num_layers} is more than the {layers_per_stage} "
+                                 f"layers of a pipeline stage")
 
     def transformer_config(self) -> dict:
         """The ``TransformerConfig`` arguments (empty when recomputation is off)."""

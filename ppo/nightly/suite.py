@@ -190,7 +190,7 @@ def _import_file(path: Path, kind: str) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any error in the user's file becomes one SuiteError
         raise SuiteError(f"cannot load {path}: {type(exc).__name__}: {exc}") from None
     finally:
         sys.modules.pop(name, None)

@@ -79,8 +79,9 @@ def unpack(buffer: torch.Tensor, bucket: list[TensorEntry]) -> dict[str, torch.T
 
 def ipc_handle(buffer: torch.Tensor) -> bytes:
     """A handle another process on the same device opens without copying (CUDA IPC, or CPU shared memory)."""
-    import torch.multiprocessing as mp
     from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing as mp
 
     if buffer.device.type == "cpu":
         mp.set_sharing_strategy("file_system")  # a named shared-memory file: any local process can open it

@@ -44,7 +44,8 @@ def whiten(x, mask):
 
 def kl(logp, logp_ref, kind):
     logr = max(-20.0, min(20.0, logp_ref - logp))
-    value = {"k1": -logr, "k2": logr * logr / 2, "k3": math.exp(logr) - 1 - logr, "k3+": math.exp(logr) - 1 - logr}[kind]
+    value = {"k1": -logr, "k2": logr * logr / 2,
+             "k3": math.exp(logr) - 1 - logr, "k3+": math.exp(logr) - 1 - logr}[kind]
     return max(-10.0, min(10.0, value))
 
 

@@ -21,7 +21,8 @@ def test_pg_loss_equals_reference(batch, aggregation, clip_low, clip_high, dual_
         **pg_args(batch), clip_low=clip_low, clip_high=clip_high, dual_clip_c=dual_c, aggregation=aggregation
     )
     lp, lo, adv, m = (ref.to_lists(batch[k]) for k in ("logprobs", "old_logprobs", "advantages", "mask"))
-    assert loss.item() == pytest.approx(ref.pg_loss(lp, lo, adv, m, clip_low, clip_high, dual_c, aggregation), rel=1e-12)
+    expected = ref.pg_loss(lp, lo, adv, m, clip_low, clip_high, dual_c, aggregation)
+    assert loss.item() == pytest.approx(expected, rel=1e-12)
 
 
 def test_default_token_level_loss_is_masked_mean(batch):

@@ -23,7 +23,7 @@ def call_bounded(fn: Callable[..., Any], *args: Any, limit: float = HANG_LIMIT, 
     def run() -> None:
         try:
             box["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # re-raised in the test thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
             box["error"] = exc
 
     thread = threading.Thread(target=run, daemon=True)

@@ -130,8 +130,10 @@ def test_idle_gpus_are_accepted_when_the_recipe_says_so():
 
 
 @pytest.mark.parametrize("recipe, override, message", [
-    ("tiny_cpu", "policy.parallel.tensor=3", "policy.parallel.tensor=3 does not divide the model's num_attention_heads=4"),
-    ("tiny_cpu", "critic.parallel.tensor=4", "critic.parallel.tensor=4 does not divide the model's num_key_value_heads=2"),
+    ("tiny_cpu", "policy.parallel.tensor=3",
+     "policy.parallel.tensor=3 does not divide the model's num_attention_heads=4"),
+    ("tiny_cpu", "critic.parallel.tensor=4",
+     "critic.parallel.tensor=4 does not divide the model's num_key_value_heads=2"),
     ("tiny_cpu", "generation.tensor_parallel_size=4",
      "generation.tensor_parallel_size=4 does not divide the model's num_key_value_heads=2"),
     ("tiny_cpu", "model.num_attention_heads=2", None),

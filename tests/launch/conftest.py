@@ -6,8 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import submitit  # noqa: F401 - importing it runs logging.config.dictConfig, which closes every logging handler
-# that exists then; import it before any test captures output, or pytest's capture files get closed mid-test.
+
+# Importing submitit runs logging.config.dictConfig, which closes every logging handler that exists then; import it
+# before any test captures output, or pytest's capture files get closed mid-test.
+import submitit  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = REPO / "tests" / "launch" / "recipes" / "toy.py"

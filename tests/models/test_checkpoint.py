@@ -15,7 +15,8 @@ from tests.models.test_training import critic_batch, critic_loss, critic_setting
 def fresh_critic(hf, arch):
     torch.manual_seed(0)
     critic = build_value_model(arch)
-    load_megatron_state(critic, hf_to_megatron(hf.state_dict(), arch, value_head=True), optional=("output_layer.weight",))
+    load_megatron_state(critic, hf_to_megatron(hf.state_dict(), arch, value_head=True),
+                        optional=("output_layer.weight",))
     return ModelTrainer(critic, critic_settings())
 
 
@@ -87,7 +88,7 @@ def test_partial_checkpoint_is_refused(megatron_world, tmp_path):
 @pytest.mark.slow
 def test_checkpoint_resumes_across_a_change_of_tensor_parallel_size(megatron_world, tmp_path):
     """Saved at TP=1, resumed at TP=2 on two gloo processes: same values, same parameters after one more step."""
-    from ppo.models.convert import megatron_to_hf, save_hf_checkpoint
+    from ppo.models.convert import save_hf_checkpoint
     from tests.models.test_tensor_parallel import run_tp2
     from tests.models.tp_worker import resume_and_step
 

@@ -4,8 +4,8 @@ import torch
 from ppo.models.forward import attention_mask_and_positions, token_logprobs
 from ppo.models.packing import pack_sequences, token_budget_microbatches
 from ppo.models.value import build_value_model, token_values
-from tests.models.test_hf_parity import megatron_from_hf
 from tests.models.conftest import make_hf_model
+from tests.models.test_hf_parity import megatron_from_hf
 
 
 def test_mask_and_positions_for_a_packed_row():

@@ -40,13 +40,14 @@ def critic_loss(batch, n_tokens):
 
 @pytest.mark.slow
 def test_value_model_learns_a_toy_regression(megatron_world):
-    from ppo.models.convert import hf_to_megatron, load_megatron_state
     from ppo.models.architecture import Architecture
+    from ppo.models.convert import hf_to_megatron, load_megatron_state
 
     hf = make_hf_model("qwen2", tied=False, seed=11)
     arch = Architecture.from_hf_config(hf.config.to_dict())
     critic = build_value_model(arch)
-    load_megatron_state(critic, hf_to_megatron(hf.state_dict(), arch, value_head=True), optional=("output_layer.weight",))
+    load_megatron_state(critic, hf_to_megatron(hf.state_dict(), arch, value_head=True),
+                        optional=("output_layer.weight",))
     trainer = ModelTrainer(critic, OptimizerSettings(lr=3e-3, warmup_steps=10, clip_grad=1.0))
     batch = critic_batch(arch.vocab_size)
     loss_fn = critic_loss(batch, batch["mask"].sum())

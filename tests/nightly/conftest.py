@@ -13,7 +13,6 @@ import pytest
 
 from ppo.nightly.baseline import band
 from ppo.nightly.history import KEY_METRICS, Baseline, NightRecord, write_baseline, write_record
-
 from tests.nightly.stand_in import CHECKS, STEP, curves
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,7 +21,6 @@ import pytest
 from PIL import Image
 
 from ppo.nightly.page import external_urls, render_page
-
 from tests.nightly.conftest import launch_stand_in, run_cli, synthetic_history, write_experiment
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -10,7 +10,6 @@ from html.parser import HTMLParser
 import pytest
 
 from ppo.nightly.page import CSP, PageAuditError, external_urls, render_page, text
-
 from tests.nightly.conftest import run_cli, synthetic_history
 from tests.nightly.stand_in import CHECKS
 

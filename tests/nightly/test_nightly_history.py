@@ -21,7 +21,6 @@ from ppo.nightly.history import (
     write_baseline,
     write_record,
 )
-
 from tests.nightly.conftest import record
 
 

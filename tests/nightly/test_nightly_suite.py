@@ -7,7 +7,6 @@ import json
 import pytest
 
 from ppo.nightly.suite import Nightly, SuiteError, load_suite, read_nightly
-
 from tests.nightly.conftest import write_experiment
 from tests.nightly.stand_in import CHECKS, STEP
 

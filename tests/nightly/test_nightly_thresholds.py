@@ -7,7 +7,6 @@ import pytest
 from ppo.nightly.history import NightRecord
 from ppo.nightly.regressions import commits_between, config_diff, explain, find_regressions
 from ppo.nightly.thresholds import Threshold, comparisons, evaluate_subject
-
 from tests.nightly.conftest import make_git_repo
 
 

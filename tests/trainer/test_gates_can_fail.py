@@ -62,7 +62,8 @@ def test_a_refit_that_never_reaches_the_engines_trips_the_logprob_gate(ray_runti
     monkeypatch.setattr(Refitter, "__call__", lambda self: {"refit_seconds": 0.0, "refit_bytes": 0.0,
                                                             "refit_buckets": 0.0, "refit_driver_bytes": 0.0})
     # a short warm start moves the policy far from the initial weights the engines keep
-    assert "prob_error" in tripped(run_tiny(tmp_path / "stale", CALM, "trainer.max_steps=1", "trainer.warm_start_steps=5"))
+    stale = run_tiny(tmp_path / "stale", CALM, "trainer.max_steps=1", "trainer.warm_start_steps=5")
+    assert "prob_error" in tripped(stale)
 
 
 def test_a_policy_learning_rate_1000x_too_high_trips_the_ratio_clip_and_kl_gates(ray_runtime, tmp_path):  # noqa: F811

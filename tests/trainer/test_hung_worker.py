@@ -31,7 +31,8 @@ def test_a_stopped_critic_fails_the_step_by_name_and_keeps_the_checkpoint(ray_ru
     run_dir = tmp_path / "hung"
     try:
         with pytest.raises(TrainingStopped) as failure:
-            run_tiny(run_dir, "trainer.worker_timeout_s=10", "trainer.checkpoint_period=1", "trainer.warm_start_steps=0")
+            run_tiny(run_dir, "trainer.worker_timeout_s=10", "trainer.checkpoint_period=1",
+                     "trainer.warm_start_steps=0")
     finally:
         for pid in stopped:
             try:

@@ -29,7 +29,8 @@ def ppo_batch(model_dir, tokenizer, seed: int = 0) -> dict:
     from ppo.rollout.engine import Sample
 
     g = torch.Generator().manual_seed(seed)
-    prompts = [tokenizer(f"{a:02d}+{b:02d}=")["input_ids"] for a, b in torch.randint(100, (12, 2), generator=g).tolist()]
+    pairs = torch.randint(100, (12, 2), generator=g).tolist()
+    prompts = [tokenizer(f"{a:02d}+{b:02d}=")["input_ids"] for a, b in pairs]
     samples = []
     for _ in prompts:
         length = int(torch.randint(1, 5, (1,), generator=g))

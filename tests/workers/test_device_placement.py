@@ -55,7 +55,8 @@ class OneDevicePerOp(TorchDispatchMode):
             raise DeviceRuleBroken(f"{func} mixes devices {sorted(map(str, devices))}")
         if func.namespace == "c10d" and any(t.is_meta for t in tensors):
             return _collective_of_one(func, args, kwargs)
-        if func is torch.ops.aten._to_copy.default and tensors[0].is_meta and kwargs.get("device") == torch.device("cpu"):
+        if (func is torch.ops.aten._to_copy.default and tensors[0].is_meta
+                and kwargs.get("device") == torch.device("cpu")):
             return torch.zeros(tensors[0].shape, dtype=kwargs.get("dtype") or tensors[0].dtype)
         return func(*args, **kwargs)
 

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def dsr1_like(**changes):
     settings = dict(nodes=8, gpus_per_node=8,
-                    groups=[GroupLayout("policy", tensor=4, context=2, data=8), GroupLayout("critic", tensor=2, data=32)],
+                    groups=[GroupLayout("policy", tensor=4, context=2, data=8),
+                            GroupLayout("critic", tensor=2, data=32)],
                     generation=EngineLayout(engines=32, tensor=2))
     return plan_placement(**(settings | changes))
 
