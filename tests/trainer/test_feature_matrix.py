@@ -10,7 +10,9 @@ option's wiring from the config to the loop is cut, not only when its formula is
                      KL in the reward with the adaptive controller, dual clip
     vapo             decoupled λ with the length-adaptive α, positive-example NLL, no advantage whitening, ICEPOP,
                      KL loss with the on-policy weights
-    critic-free      GRPO, RLOO, REINFORCE++ with and without its baseline, raw reward (one step each)
+    critic-free      GRPO (with seq-mask-tis), RLOO, REINFORCE++ with and without its baseline, raw reward
+                     (one step each)
+    short batch      dynamic sampling that keeps too few samples stops a run with trainer.short_batch="fail"
     warm critic      the critic of the vapo run, from its HF export and from its checkpoint (one step each)
 """
 
@@ -150,6 +152,11 @@ def test_shaping_filtering_dynamic_sampling_whitening_and_kl(ray_runtime, record
         first += int(attempts)
         assert steps(m["train/reward"])[step] == pytest.approx(scores.mean().item())
 
+    # a batch still short after max_gen_batches trains on what was kept, and says so
+    for kept, short, batch in zip(steps(m["train/env/dynamic_sampling/kept_samples"]),
+                                  steps(m["train/env/dynamic_sampling/short_batch"]), recorder.batches):
+        assert kept == batch["input_ids"].shape[0] and short == float(kept < 32 * 4)
+
     # per-token reward whitening: unit variance over the trained tokens
     for std in steps(m["train/token_rewards_std"]):
         assert std == pytest.approx(1.0, abs=1e-3)
@@ -208,12 +215,19 @@ def _rtg(call, *, baseline: bool):
     return ref.return_to_go(rewards, mask, 1.0), mask
 
 
+SEQUENCE_MASK = ("policy.loss.is_correction='seq-mask-tis'", "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0")
+"""Rides along the GRPO run: with the bounds [1, 1] a sequence survives only if every logprob agrees to the bit."""
+
+
 @pytest.mark.parametrize("fiddler", CRITIC_FREE)
 def test_each_critic_free_estimator_computes_the_advantages(ray_runtime, recorder, tmp_path, fiddler):  # noqa: F811
     # no warm start: the untrained model's answer lengths vary, and the overlong penalty turns them into rewards
     m = run_tiny(tmp_path / fiddler, "trainer.max_steps=1", "trainer.prompts_per_step=16", "trainer.warm_start_steps=0",
-                 "reward_shaping.overlong_buffer=4", fiddlers=(fiddler,))
+                 "reward_shaping.overlong_buffer=4", *(SEQUENCE_MASK if fiddler == "grpo" else ()),
+                 fiddlers=(fiddler,))
     assert "train/critic/loss" not in m, "a critic-free run trained a critic"
+    if fiddler == "grpo":
+        assert m["train/is_oob_ratio"]["1"] > 0.2  # 0 if the correction fell back to the default (tis, cap 2)
     (call,) = recorder.estimates
     mask = call["mask"].bool()
     expected = CRITIC_FREE[fiddler](call)
@@ -237,3 +251,13 @@ def test_a_critic_warm_started_from_an_earlier_run_explains_the_returns_from_ste
     print(ev)
     assert ev["export"] > ev["fresh"] + 1.0
     assert ev["checkpoint"] == pytest.approx(ev["export"], abs=1e-4), "the two sources hold the same critic"
+
+
+def test_a_short_batch_stops_the_run_when_the_recipe_says_so(ray_runtime, tmp_path):  # noqa: F811
+    from ppo.trainer import TrainingStopped
+
+    with pytest.raises(TrainingStopped, match=r"dynamic sampling kept \d+ of 32 samples after max_gen_batches=1 "
+                                              r"attempts \(trainer.short_batch='fail'\)"):
+        run_tiny(tmp_path / "short", "trainer.dynamic_sampling=True", "trainer.max_gen_batches=1",
+                 "trainer.short_batch='fail'", "trainer.prompts_per_step=16", "trainer.generations_per_prompt=2",
+                 "trainer.warm_start_steps=0", "reward_shaping.overlong_buffer=4")
