@@ -38,7 +38,7 @@ class WorkerGroup:
             self.actors = [
                 remote_cls.options(**placement.options(role, rank)).remote(
                     *args, rank=rank, world_size=world_size, master_addr=master_addr, master_port=master_port,
-                    seed=seed, log_file=worker_log(log_dir, role, rank), **kwargs)
+                    seed=seed, **({"log_file": worker_log(log_dir, role, rank)} if log_dir else {}), **kwargs)
                 for rank in range(world_size)
             ]
             try:

@@ -10,10 +10,9 @@ option's wiring from the config to the loop is cut, not only when its formula is
                      KL in the reward with the adaptive controller, dual clip
     vapo             decoupled λ with the length-adaptive α, positive-example NLL, no advantage whitening, ICEPOP,
                      KL loss with the on-policy weights
-    critic-free      GRPO (with seq-mask-tis), RLOO, REINFORCE++ with and without its baseline, raw reward
-                     (one step each)
+    critic-free      GRPO (with seq-mask-tis), RLOO, REINFORCE++ with its baseline (one step each)
     short batch      dynamic sampling that keeps too few samples stops a run with trainer.short_batch="fail"
-    warm critic      the critic of the vapo run, from its HF export and from its checkpoint (one step each)
+    warm critic      the critic of the vapo run, from its HF export (one step)
 """
 
 from __future__ import annotations
@@ -198,10 +197,11 @@ def test_vapo_lambdas_positive_nll_unwhitened_advantages_and_icepop(vapo_run):
 CRITIC_FREE = {
     "grpo": lambda call: ref.grpo(lists(call["sequence_rewards"]), call["group_ids"].tolist()),
     "rloo": lambda call: ref.rloo(lists(call["sequence_rewards"]), call["group_ids"].tolist()),
-    "raw_reward": lambda call: ref.whiten([lists(call["sequence_rewards"])], [[1] * len(call["sequence_rewards"])])[0],
-    "reinforce_pp": lambda call: ref.whiten(*_rtg(call, baseline=False)),
     "reinforce_pp_baseline": lambda call: ref.whiten(*_rtg(call, baseline=True)),
 }
+"""Three runs cover the critic-free paths: group statistics (GRPO, RLOO) and per-token rewards with a group baseline
+(REINFORCE++-baseline).  Raw reward and plain REINFORCE++ share those paths (their math is checked against the same
+references in tests/algorithms); one run each would add a minute of CI for no new wiring."""
 
 
 def _rtg(call, *, baseline: bool):
@@ -231,26 +231,23 @@ def test_each_critic_free_estimator_computes_the_advantages(ray_runtime, recorde
     (call,) = recorder.estimates
     mask = call["mask"].bool()
     expected = CRITIC_FREE[fiddler](call)
-    if fiddler in ("grpo", "rloo", "raw_reward"):  # one advantage per sample, on each of its tokens
+    if fiddler in ("grpo", "rloo"):  # one advantage per sample, on each of its tokens
         expected = [[a * on for on in row] for a, row in zip(expected, mask.tolist())]
     assert flat(lists(call["advantages"])) == pytest.approx(flat(expected), abs=1e-4)
 
 
 def test_a_critic_warm_started_from_an_earlier_run_explains_the_returns_from_step_1(vapo_run, tmp_path):
-    """The earlier run's critic, from its HF export or from its checkpoint step, predicts the first batch's returns
-    far better than a fresh critic does.  Step 1's batch is the same in these runs (same seed, same warm-started
-    policy) and so are its critic targets (λ = 1 returns, as the VAPO run's λ_value)."""
+    """The earlier run's critic, from its HF export, predicts the first batch's returns far better than a fresh
+    critic does.  Step 1's batch is the same in both runs (same seed, same warm-started policy) and so are its critic
+    targets (λ = 1 returns, as the VAPO run's λ_value).  Starting from a checkpoint step instead is
+    tests/workers/test_critic_init.py."""
     first, fresh, _ = vapo_run
     assert (first / "export" / "critic" / "model.safetensors").is_file()
-    from_export = run_tiny(tmp_path / "from_export", f"critic.model_path='{first / 'export' / 'critic'}'",
-                           "trainer.max_steps=1")
-    from_checkpoint = run_tiny(tmp_path / "from_checkpoint",
-                               f"critic.model_path='{first / 'checkpoints' / 'step_000003'}'", "trainer.max_steps=1")
-    ev = {name: m["train/critic/explained_var"]["1"]
-          for name, m in [("fresh", fresh), ("export", from_export), ("checkpoint", from_checkpoint)]}
-    print(ev)
-    assert ev["export"] > ev["fresh"] + 1.0
-    assert ev["checkpoint"] == pytest.approx(ev["export"], abs=1e-4), "the two sources hold the same critic"
+    warm = run_tiny(tmp_path / "from_export", f"critic.model_path='{first / 'export' / 'critic'}'",
+                    "trainer.max_steps=1")
+    ev_fresh, ev_warm = fresh["train/critic/explained_var"]["1"], warm["train/critic/explained_var"]["1"]
+    print(f"explained variance at step 1: fresh critic {ev_fresh:.3f}, warm-started {ev_warm:.3f}")
+    assert ev_warm > ev_fresh + 1.0
 
 
 def test_a_short_batch_stops_the_run_when_the_recipe_says_so(ray_runtime, tmp_path):  # noqa: F811

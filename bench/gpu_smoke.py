@@ -1,0 +1,213 @@
+"""One command on one GPU: do the Megatron workers (and vLLM, where installed) run on CUDA?
+
+    python bench/gpu_smoke.py                 # on a GPU machine; prints PASS / FAIL / SKIP per part and memory
+    python bench/gpu_smoke.py --device cpu    # the same parts on this CPU (checks the script itself, in float32)
+
+Parts, each independent (a failure is printed with its error and the next part runs):
+
+1. ``workers``: the real ``PolicyWorker`` and ``ValueWorker`` (a world of one process) on the GPU, fed batches built
+   on the CPU as the driver builds them: logprobs, reference logprobs, values, a PPO update of actor and critic, a
+   supervised step.  Every result must come back on the CPU and be finite (the device rule).
+2. ``hf_parity``: the policy's logprobs against ``transformers``' forward pass on the same checkpoint, in the
+   worker's dtype (bfloat16 on the GPU): the mean absolute difference must stay under 0.05 nats.
+3. ``offload``: the actor's and critic's parameters, gradients and optimizer state leave the GPU
+   (``ModelTrainer.offload``) and come back (``onload``); memory allocated is printed at each phase, and the
+   update after the round trip must be finite.
+4. ``vllm``: a vLLM engine on the GPU next to the workers: generate, sleep (weights and KV cache freed), wake, load
+   the policy's weights (the refit) and generate again; memory at each phase.  SKIP where vLLM is not installed.
+
+What this does not cover: more than one GPU (NCCL groups, the broadcast refit) and Ray placement.  The lent H200
+image has PyTorch and transformers but not megatron-core (carry its wheel, a few MB: see the device tool's notes) nor
+vLLM or Ray, whose CUDA wheels exceed what one device call can carry, so part 4 SKIPs there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from ppo.workers.placement import free_port  # noqa: E402
+
+
+def memory(device: torch.device) -> str:
+    if device.type != "cuda":
+        return "n/a on CPU"
+    allocated = torch.cuda.memory_allocated(device) / 2**20
+    free, total = torch.cuda.mem_get_info(device)
+    return f"{allocated:8.1f} MiB allocated by this process, {(total - free) / 2**30:6.2f} GiB used on the device"
+
+
+def build_workers(model_dir: str, dtype: str):
+    from ppo.workers.policy import PolicyWorker
+    from ppo.workers.specs import MegatronCritic, MegatronPolicy, PolicyLoss
+    from ppo.workers.value import ValueWorker
+
+    common = dict(rank=0, world_size=1, master_addr="127.0.0.1", master_port=free_port(), seed=0)
+    policy = PolicyWorker(MegatronPolicy(dtype=dtype, micro_batch_tokens=64, loss=PolicyLoss(kl_coef=0.01)),
+                          model_dir, with_reference=True, **common)
+    critic = ValueWorker(MegatronCritic(dtype=dtype, micro_batch_tokens=64), model_dir, **common)
+    return policy, critic
+
+
+def rollout_batch(vocab: int) -> dict:
+    """A batch as the driver sends it: on the CPU, rows of different lengths, every field the losses read."""
+    from ppo.rollout.batch import build_rollout_batch
+    from ppo.rollout.engine import Sample
+
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, vocab, (4 + i % 3,), generator=g).tolist() for i in range(8)]
+    samples = [[Sample(torch.randint(3, vocab, (n,), generator=g).tolist(), [-1.0] * n, "stop")]
+               for n in (3, 5, 2, 6, 4, 1, 5, 3)]
+    batch = build_rollout_batch(prompts, samples, pad_id=0, ground_truths=["0"] * len(prompts))
+    mask = batch["response_mask"]
+    for name in ("advantages", "returns"):
+        batch[name] = torch.randn(mask.shape, generator=g) * mask
+    batch["rewards"] = (torch.rand(len(prompts), generator=g) > 0.5).float()
+    return batch
+
+
+def finite_on_cpu(name: str, value) -> None:
+    values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+    for v in values:
+        if isinstance(v, dict):
+            finite_on_cpu(name, v)
+        elif isinstance(v, torch.Tensor):
+            assert v.device.type == "cpu", f"{name}: a result came back on {v.device}"
+            assert torch.isfinite(v.float()).all(), f"{name}: non-finite values"
+        elif isinstance(v, float):
+            assert math.isfinite(v), f"{name}: {v}"
+
+
+def part_workers(ctx) -> None:
+    policy, critic, batch = ctx["policy"], ctx["critic"], ctx["batch"]
+    batch["logp_old"] = policy.logprobs(batch)
+    batch["logp_ref"] = policy.logprobs(batch, reference=True)
+    batch["values"] = critic.values(batch)
+    for name in ("logp_old", "logp_ref", "values"):
+        finite_on_cpu(name, batch[name])
+    finite_on_cpu("critic train", critic.train(batch, num_minibatches=2, seed=0))
+    finite_on_cpu("policy train", policy.train(batch, num_minibatches=2, seed=0))
+    finite_on_cpu("supervised step", policy.supervised_step(batch, lr=1e-4))
+    print(f"    after the updates: {memory(policy.device)}")
+
+
+def part_hf_parity(ctx) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from ppo.workers.policy import PolicyWorker
+
+    batch, device = ctx["batch"], ctx["device"]
+    fresh = PolicyWorker(ctx["policy"].spec, ctx["model_dir"], rank=0, world_size=1, master_addr="127.0.0.1",
+                         master_port=free_port(), seed=0)  # the untrained weights, as in the checkpoint
+    ours = fresh.logprobs(batch)
+    hf = AutoModelForCausalLM.from_pretrained(ctx["model_dir"], dtype=fresh.spec.torch_dtype).to(device).eval()
+    ids, segments = batch["input_ids"].to(device), batch["segment_ids"].to(device)
+    with torch.no_grad():
+        logits = hf(input_ids=ids, attention_mask=(segments > 0).long()).logits.float()
+    theirs = torch.zeros_like(ours)
+    theirs[:, 1:] = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0].cpu()
+    mask = batch["response_mask"].bool()
+    gap = (ours - theirs)[mask].abs().mean().item()
+    print(f"    mean |logp_megatron - logp_transformers| over response tokens: {gap:.4f} nats ({fresh.spec.dtype})")
+    assert gap < 0.05, f"logprobs differ by {gap:.4f} nats on average"
+
+
+def part_offload(ctx) -> None:
+    policy, critic, batch, device = ctx["policy"], ctx["critic"], ctx["batch"], ctx["device"]
+    print(f"    train phase:              {memory(device)}")
+    for worker in (policy, critic):
+        worker.offload()
+    offloaded = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+    print(f"    generate phase (offload): {memory(device)}")
+    for worker in (policy, critic):
+        worker.onload()
+    print(f"    train phase (onload):     {memory(device)}")
+    finite_on_cpu("policy train after onload", policy.train(batch, num_minibatches=1, seed=1))
+    if device.type == "cuda":
+        assert offloaded < ctx["weights_bytes"], "offload left the weights on the GPU"
+
+
+def part_vllm(ctx) -> None:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        raise Skip("vllm is not installed here") from None
+    from ppo.rollout.engine import SamplingConfig, VLLMGeneration
+
+    device = ctx["device"]
+    engine = VLLMGeneration(model_path=ctx["model_dir"], dtype="bfloat16" if device.type == "cuda" else "float32",
+                            max_model_len=64, kv_cache_bytes=256 << 20).build()
+    sampling = SamplingConfig(n=2, temperature=1.0, max_new_tokens=8)
+    prompts = [[5, 6, 7], [8, 9]]
+    first = engine.generate(prompts, sampling, seed=0)
+    print(f"    engine awake:  {memory(device)}")
+    engine.sleep()
+    print(f"    engine asleep: {memory(device)}")
+    engine.wake_up()
+    engine.refit(ctx["policy"].export().items())
+    second = engine.generate(prompts, sampling, seed=0)
+    print(f"    after refit:   {memory(device)}")
+    assert len(first) == len(second) == 2 and all(len(g) == 2 for g in second)
+
+
+class Skip(Exception):
+    pass
+
+
+PARTS = [("workers", part_workers), ("hf_parity", part_hf_parity), ("offload", part_offload), ("vllm", part_vllm)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("gpu_smoke: no CUDA device visible (use --device cpu to check the script on a CPU)")
+        return 2
+    if args.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    from ppo.data import build_arithmetic_tokenizer
+    from ppo.models.tiny import create_tiny_model
+
+    started = time.perf_counter()
+    device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
+    gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "none (CPU check)"
+    print(f"gpu_smoke: torch {torch.__version__}, device {gpu}")
+    tokenizer = build_arithmetic_tokenizer()
+    model_dir = str(create_tiny_model(Path(tempfile.mkdtemp(prefix="gpu-smoke-")) / "model", tokenizer,
+                                      num_layers=2))
+    dtype = "bfloat16" if args.device == "cuda" else "float32"
+    policy, critic = build_workers(model_dir, dtype)
+    weights_bytes = sum(p.numel() * p.element_size() for p in policy.trainer.module.parameters())
+    ctx = dict(policy=policy, critic=critic, batch=rollout_batch(len(tokenizer)), device=device,
+               model_dir=model_dir, weights_bytes=weights_bytes)
+    print(f"  workers built on {policy.device}: {memory(device)}")
+    verdicts = {}
+    for name, part in PARTS:
+        print(f"[{name}]")
+        try:
+            part(ctx)
+            verdicts[name] = "PASS"
+        except Skip as skip:
+            verdicts[name] = f"SKIP ({skip})"
+        except Exception as err:  # noqa: BLE001 - every part reports, the next one runs
+            traceback.print_exc()
+            verdicts[name] = f"FAIL ({type(err).__name__}: {err})"
+    print(f"gpu_smoke summary ({time.perf_counter() - started:.0f} s, {gpu}, {dtype}):")
+    for name, verdict in verdicts.items():
+        print(f"  {name:10} {verdict}")
+    return 1 if any(v.startswith("FAIL") for v in verdicts.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
