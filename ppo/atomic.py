@@ -21,11 +21,20 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, mode: int | No
     ``mode`` is the file's permission bits; by default what ``open()`` would give under the current umask.  The
     temporary file is owner-only from the start, so ``mode=0o600`` keeps a secret unreadable to others throughout.
     """
+    _write_atomic(path, text, mode=mode, binary=False)
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
+    """:func:`write_text_atomic` for bytes (e.g. a safetensors file)."""
+    _write_atomic(path, data, mode=mode, binary=True)
+
+
+def _write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int | None, binary: bool) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
         os.chmod(tmp, file_mode() if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:

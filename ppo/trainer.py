@@ -158,15 +158,16 @@ class PPOTrainer:
         """After a warm start the KL reference is the warm-started policy, where RL starts (not the untrained model
         the run generated).  It is kept in ``reference.safetensors`` so that a resumed run measures KL to the same
         model."""
-        from safetensors.torch import load_file, save_file
+        from safetensors.torch import load_file
+
+        from ppo.models.export import save_weights
 
         path = self.run_dir / REFERENCE
         if path.is_file():
             state = load_file(str(path))
         else:
             state = self.policy.export()
-            save_file(state, str(path.with_suffix(".partial")))
-            path.with_suffix(".partial").rename(path)
+            save_weights(state, path)
         self.policy.load_reference(state)
 
     def record_placement(self, plan) -> None:

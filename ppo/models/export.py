@@ -14,11 +14,19 @@ from pathlib import Path
 WEIGHTS = "model.safetensors"
 
 
+def save_weights(state: dict, path: str | Path) -> None:
+    """``state`` (names → tensors) as one safetensors file at ``path``, written atomically; each tensor is copied
+    contiguous first, since exported tied weights may share memory, which safetensors refuses."""
+    from safetensors.torch import save
+
+    from ppo.atomic import write_bytes_atomic
+
+    write_bytes_atomic(path, save({k: v.detach().clone().contiguous() for k, v in state.items()}))
+
+
 def write_hf_export(state: dict, like: str | Path, out: str | Path) -> Path:
     """Write ``state`` (HF names → tensors) as ``out``, with every non-weight file of the HF directory ``like``;
     written to ``out.partial`` and renamed, so a crash never leaves a half-written export."""
-    from safetensors.torch import save_file
-
     out, like = Path(out), Path(like)
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -27,7 +35,7 @@ def write_hf_export(state: dict, like: str | Path, out: str | Path) -> Path:
         weights = item.name.endswith((".safetensors", ".bin")) or item.name == "model.safetensors.index.json"
         if item.is_file() and not weights:
             shutil.copy2(item, partial / item.name)
-    save_file({k: v.detach().clone().contiguous() for k, v in state.items()}, str(partial / WEIGHTS))
+    save_weights(state, partial / WEIGHTS)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     return out
