@@ -74,6 +74,7 @@ class PPOTrainer:
         self.run_dir = Path(run_dir)
         self.timings: dict[str, float] = {}
         self.step_times: list[float] = []
+        self.setup_timings: dict[str, float] = {}  # logged with step 0: where the time before the first step went
         self.phase = "train"  # the workers are built on the device; the first refit hands it to generation
 
     # ------------------------------------------------------------------ setup
@@ -85,9 +86,11 @@ class PPOTrainer:
         from ppo.workers.ray_runtime import connect_or_start
 
         exp, cfg = self.exp, self.cfg
+        started = time.perf_counter()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.owns_ray = not ray.is_initialized()
         connect_or_start()
+        self.setup_timings["timing/setup/ray"] = time.perf_counter() - started
         self.model_path = exp.model.materialize(self.run_dir, exp.task)
         from transformers import AutoTokenizer
 
@@ -102,8 +105,12 @@ class PPOTrainer:
         self.step = 0
         self.bad_steps = 0
         print(f"[ppo] run dir {self.run_dir}", flush=True)
+        workers_started = time.perf_counter()
         self.start_workers()
+        self.setup_timings["timing/setup/workers"] = (time.perf_counter() - workers_started
+                                                      - self.setup_timings.get("timing/setup/warm_start", 0.0))
         self.metrics = self._open_metrics()
+        self.setup_timings["timing/setup/total"] = time.perf_counter() - started
 
     def start_workers(self) -> None:
         """Place every rank by the experiment's plan on this Ray cluster, start the groups and engines, first refit."""
@@ -210,7 +217,8 @@ class PPOTrainer:
             if i % 20 == 0 or i == cfg.warm_start_steps - 1:
                 print(f"[ppo] warm start {i + 1}/{cfg.warm_start_steps}: nll {metrics['loss']:.3f}", flush=True)
         self.policy.reset_optimizer_state()
-        print(f"[ppo] warm start done in {time.perf_counter() - started:.1f} s", flush=True)
+        self.setup_timings["timing/setup/warm_start"] = time.perf_counter() - started
+        print(f"[ppo] warm start done in {self.setup_timings['timing/setup/warm_start']:.1f} s", flush=True)
 
     @contextmanager
     def timed(self, phase: str):
@@ -218,6 +226,14 @@ class PPOTrainer:
         self.current_phase = phase
         yield
         self.timings[f"timing/train/{phase}"] = time.perf_counter() - start
+
+    @contextmanager
+    def timed_part(self, part: str):
+        """Time spent inside a phase on ``part`` (summed over the step), e.g. scoring within generation."""
+        start = time.perf_counter()
+        yield
+        key = f"timing/train/{part}"
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - start
 
     # ------------------------------------------------------------------ rollouts
     def refit(self) -> None:
@@ -250,14 +266,16 @@ class PPOTrainer:
 
         prompts = self.template.encode_many(records, self.tokenizer)
         sampling = self.exp.generation.sampling
-        samples = self.engines.generate(prompts, replace(sampling, n=self.cfg.generations_per_prompt), seed)
+        with self.timed_part("generation/engines"):
+            samples = self.engines.generate(prompts, replace(sampling, n=self.cfg.generations_per_prompt), seed)
         batch = build_rollout_batch(prompts, samples, pad_id=self.tokenizer.pad_token_id,
                                     ground_truths=[r.ground_truth for r in records],
                                     record_ids=[r.id for r in records], group_offset=seed * 100_000)
-        rewards, env_metrics = self.env.score(batch["responses"], batch["ground_truths"],
-                                              finished=(~batch["truncated"]).tolist(),
-                                              group_ids=batch["group_ids"].tolist(),
-                                              response_lengths=batch["response_lengths"].tolist())
+        with self.timed_part("generation/scoring"):
+            rewards, env_metrics = self.env.score(batch["responses"], batch["ground_truths"],
+                                                  finished=(~batch["truncated"]).tolist(),
+                                                  group_ids=batch["group_ids"].tolist(),
+                                                  response_lengths=batch["response_lengths"].tolist())
         batch["scores"] = rewards
         return batch, env_metrics
 
@@ -483,7 +501,10 @@ class PPOTrainer:
         self.setup()
         try:
             if self.step == 0:
+                started = time.perf_counter()
                 validation = self.validate()
+                validation["timing/train/validation"] = time.perf_counter() - started
+                validation.update(self.setup_timings)
                 self.metrics.log(0, validation)
                 self.wandb.log(0, validation)
                 print(f"[ppo] step 0: validation accuracy {validation['validation/accuracy']:.3f}", flush=True)

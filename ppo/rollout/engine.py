@@ -68,6 +68,7 @@ class VLLMGeneration:
     gpu_memory_utilization: float = 0.5
     kv_cache_bytes: int | None = None
     enforce_eager: bool = True
+    max_num_seqs: int | None = None  # sequences an engine step may hold (vLLM's default when None); more = fewer steps
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     refit_bucket_bytes: int = 512 << 20  # the policy streams its weights to the engines in buckets of this size
@@ -118,6 +119,8 @@ class VLLMEngine:
             seed=cfg.seed,
             logprobs_mode="processed_logprobs",
         )
+        if cfg.max_num_seqs is not None:
+            kwargs["max_num_seqs"] = cfg.max_num_seqs
         if torch.cuda.is_available():
             kwargs.update(gpu_memory_utilization=cfg.gpu_memory_utilization, enable_sleep_mode=True)
         if cfg.kv_cache_bytes is not None:

@@ -12,7 +12,7 @@ from ppo.envs.pass_at_k import grouped_pass_at_k, pass_at_k
 from ppo.envs.pool import TimeoutPool
 
 from .bounded import call_bounded
-from .workload import crash_or_identity, sleep_or_crash, slow_identity
+from .workload import crash_or_identity, raise_or_identity, sleep_or_crash, slow_identity
 
 PATHOLOGICAL = r"\boxed{10^{10^{10}}}"
 
@@ -122,6 +122,19 @@ def test_pool_times_out_only_the_slow_item():
         assert results == [0, -1, 2, 3, 4, 5]
         assert cut_off == [False, True, False, False, False, False]
         assert pool.recycles == 1
+
+
+def test_items_sharing_a_chunk_with_a_slow_or_raising_item_keep_their_results():
+    """One worker, so items travel several to a chunk: the slow item is charged alone (the items queued behind it in
+    its chunk rerun), and an item that raises costs only its own result."""
+    with TimeoutPool(1, start_method="spawn") as pool:
+        calls = [(i, 60.0 if i == 2 else 0.0) for i in range(10)]
+        results, cut_off = call_bounded(pool.map, slow_identity, calls, timeout=1.0, default=-1, limit=120)
+        assert results == [0, 1, -1, 3, 4, 5, 6, 7, 8, 9]
+        assert cut_off == [i == 2 for i in range(10)]
+        results, cut_off = call_bounded(pool.map, raise_or_identity, [(i, i == 4) for i in range(10)], timeout=30.0,
+                                        default=-1, limit=120)
+        assert results == [0, 1, 2, 3, -1, 5, 6, 7, 8, 9] and not any(cut_off)
 
 
 def test_a_crash_beside_an_innocent_item_blames_only_the_crasher():

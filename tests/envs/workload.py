@@ -23,3 +23,9 @@ def sleep_or_crash(value: int, crash: bool, seconds: float) -> int:
         os._exit(3)
     time.sleep(seconds)
     return value
+
+
+def raise_or_identity(value: int, fail: bool) -> int:
+    if fail:
+        raise ValueError(f"item {value} fails")
+    return value
