@@ -269,9 +269,10 @@ def main() -> None:
     print(f"{'phase':<22}{'this stack':>12}{'plain torch':>13}{'ratio':>8}")
     for phase in [*PER_STEP[:1], "generation/engines", "generation/scoring", *PER_STEP[1:], "refit", "validation",
                   "total_step_time"]:
-        ours, plain = phases.get(phase, 0.0), baseline.get(phase)
-        ratio = f"{ours / plain:8.2f}" if plain else f"{'':>8}"
-        print(f"{phase:<22}{ours:12.3f}{(plain if plain is not None else float('nan')):13.3f}{ratio}")
+        ours, plain = phases.get(phase), baseline.get(phase)
+        cells = [f"{value:.3f}" if value is not None else "—" for value in (ours, plain)]
+        ratio = f"{ours / plain:.2f}" if ours is not None and plain else ""
+        print(f"{phase:<22}{cells[0]:>12}{cells[1]:>13}{ratio:>8}")  # — : not measured (older trainer, or no baseline)
     print("\nset-up, s (the run's timing/setup/*)")
     for key in sorted(k for k in step0 if k.startswith("timing/setup/")):
         print(f"  {key[len('timing/setup/'):]:<20}{step0[key]:8.1f}")
