@@ -10,6 +10,7 @@ option's wiring from the config to the loop is cut, not only when its formula is
                      KL in the reward with the adaptive controller, dual clip
     vapo             decoupled λ with the length-adaptive α, positive-example NLL, no advantage whitening, ICEPOP,
                      KL loss with the on-policy weights
+    heavy KL         the vapo run's first step with a 100× KL loss: the policy stays closer to the reference
     critic-free      GRPO (with seq-mask-tis), RLOO, REINFORCE++ with its baseline (one step each)
     short batch      dynamic sampling that keeps too few samples stops a run with trainer.short_batch="fail"
     warm critic      the critic of the vapo run, from its HF export (one step)
@@ -87,6 +88,10 @@ def recorder(monkeypatch) -> Recorder:
 
 
 VAPO_ALPHA = 0.5
+VAPO_KL_COEF = 0.01
+VAPO_OPTIONS = ("advantage.lam_value=1.0", f"advantage.length_adaptive_alpha={VAPO_ALPHA}",
+                "advantage.whiten_advantages=False", "policy.loss.nll_coef=0.1", "policy.loss.is_correction='icepop'",
+                "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0", "policy.loss.kl_on_policy_approx=True")
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +100,7 @@ def vapo_run(ray_runtime, tmp_path_factory):  # noqa: F811
     run_dir = tmp_path_factory.mktemp("vapo") / "run"
     with pytest.MonkeyPatch.context() as monkeypatch:
         seen = record(monkeypatch)
-        metrics = run_tiny(run_dir, "advantage.lam_value=1.0", f"advantage.length_adaptive_alpha={VAPO_ALPHA}",
-                           "advantage.whiten_advantages=False", "policy.loss.nll_coef=0.1",
-                           "policy.loss.is_correction='icepop'", "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0",
-                           "policy.loss.kl_coef=0.01", "policy.loss.kl_on_policy_approx=True", "trainer.export_hf=True")
+        metrics = run_tiny(run_dir, *VAPO_OPTIONS, f"policy.loss.kl_coef={VAPO_KL_COEF}", "trainer.export_hf=True")
     return run_dir, metrics, seen
 
 
@@ -192,6 +194,20 @@ def test_vapo_lambdas_positive_nll_unwhitened_advantages_and_icepop(vapo_run):
     assert min(steps(m["train/kl_penalty"])) > 0
     # ICEPOP with the bounds [1, 1]: a token survives only if vLLM's logprob equals the trainer's to the bit
     assert min(steps(m["train/is_oob_ratio"])) > 0.5
+
+
+def test_a_heavier_kl_loss_keeps_the_policy_closer_to_the_reference(vapo_run, tmp_path):
+    """The VAPO run again for one step with the KL loss 100× heavier: the same first batch and the same reference
+    (same seed, same warm start), so the KL the policy reaches while training on it measures only the KL term's
+    pull.  Without the term's wiring from ``policy.loss.kl_coef`` to the loss, the two runs would train alike."""
+    _, light, _ = vapo_run
+    heavy = run_tiny(tmp_path / "heavy_kl", *VAPO_OPTIONS, f"policy.loss.kl_coef={100 * VAPO_KL_COEF}",
+                     "trainer.max_steps=1")
+    assert heavy["train/reward"]["1"] == light["train/reward"]["1"], "the runs did not start from the same batch"
+    kl_light, kl_heavy = light["train/kl"]["1"], heavy["train/kl"]["1"]
+    print(f"KL to the reference during step 1: kl_coef {VAPO_KL_COEF} {kl_light:.3g}, "
+          f"kl_coef {100 * VAPO_KL_COEF} {kl_heavy:.3g}")
+    assert 0 < kl_heavy < 0.5 * kl_light
 
 
 CRITIC_FREE = {
