@@ -45,6 +45,7 @@ from ppo.algorithms import (
 )
 from ppo.algorithms.value_loss import explained_variance
 from ppo.rollout.batch import build_rollout_batch, concat, select
+from ppo.seeds import derive_seed
 from ppo.trainer_settings import PPOSettings, RewardShaping  # noqa: F401 - defined there (no torch)
 from ppo.workers.deadline import WorkerTimeout
 
@@ -260,8 +261,10 @@ class PPOTrainer:
             self.engines.wake_up()
         self.phase = phase
 
-    def rollout(self, records, *, seed: int) -> tuple[dict, dict]:
-        """Generate ``generations_per_prompt`` samples per record and score them; returns the batch and env metrics."""
+    def rollout(self, records, *, seed: int, group_offset: int = 0) -> tuple[dict, dict]:
+        """Generate ``generations_per_prompt`` samples per record and score them; returns the batch and env metrics.
+
+        Group ids start at ``group_offset``, so that the batches of several attempts can be concatenated."""
         from dataclasses import replace
 
         prompts = self.template.encode_many(records, self.tokenizer)
@@ -270,7 +273,7 @@ class PPOTrainer:
             samples = self.engines.generate(prompts, replace(sampling, n=self.cfg.generations_per_prompt), seed)
         batch = build_rollout_batch(prompts, samples, pad_id=self.tokenizer.pad_token_id,
                                     ground_truths=[r.ground_truth for r in records],
-                                    record_ids=[r.id for r in records], group_offset=seed * 100_000)
+                                    record_ids=[r.id for r in records], group_offset=group_offset)
         with self.timed_part("generation/scoring"):
             rewards, env_metrics = self.env.score(batch["responses"], batch["ground_truths"],
                                                   finished=(~batch["truncated"]).tolist(),
@@ -303,7 +306,8 @@ class PPOTrainer:
         kept, scores, attempts = [], [], []
         for attempt in range(cfg.max_gen_batches if cfg.dynamic_sampling else 1):
             records = self.loader.next_batch()
-            batch, env_metrics = self.rollout(records, seed=self.exp.seed * 1_000_003 + self.step * 101 + attempt)
+            batch, env_metrics = self.rollout(records, seed=derive_seed(self.exp.seed, "sampling", self.step, attempt),
+                                              group_offset=attempt * cfg.prompts_per_step)
             attempts.append(env_metrics)
             scores.append(batch["scores"])
             batch["rewards"] = self.shaped_rewards(batch)
@@ -370,7 +374,7 @@ class PPOTrainer:
         policy_steps, critic_steps = [], []
         with self.timed("training"):
             for epoch in range(cfg.ppo_epochs):
-                seed = self.exp.seed * 1_000_003 + step * 1009 + epoch
+                seed = derive_seed(self.exp.seed, "minibatch_order", step, epoch)
                 if self.critic is not None:
                     critic_steps += self.critic.train(batch, num_minibatches=cfg.num_minibatches, seed=seed)
                 if train_policy:

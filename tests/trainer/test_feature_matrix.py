@@ -62,8 +62,8 @@ def record(monkeypatch) -> Recorder:
     seen = Recorder()
     rollout, collect, setup = PPOTrainer.rollout, PPOTrainer.collect, PPOTrainer.setup
 
-    def recording_rollout(self, records, *, seed):
-        batch, env_metrics = rollout(self, records, seed=seed)
+    def recording_rollout(self, records, **kwargs):
+        batch, env_metrics = rollout(self, records, **kwargs)
         seen.rollouts.append({"scores": batch["scores"].clone()})
         return batch, env_metrics
 
