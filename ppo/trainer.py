@@ -43,10 +43,10 @@ from ppo.algorithms import (
     token_level_rewards,
     whiten_rewards,
 )
-from ppo.algorithms.value_loss import explained_variance
+from ppo.algorithms.critic_loss import explained_variance
 from ppo.rollout.batch import build_rollout_batch, concat, select
 from ppo.seeds import derive_seed
-from ppo.trainer_settings import PPOSettings, RewardShaping  # noqa: F401 - defined there (no torch)
+from ppo.trainer_settings import PPOSettings
 from ppo.workers.deadline import WorkerTimeout
 
 CHECKPOINTS = "checkpoints"

@@ -10,8 +10,6 @@ file can configure an estimator, and ``launch.py --dry-run`` can show it, withou
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
 _EXPORTS = {
@@ -26,7 +24,7 @@ _EXPORTS = {
     "last_trainable_index": "rewards", "overlong_penalty": "rewards", "scale_rewards": "rewards",
     "token_level_rewards": "rewards", "whiten_rewards": "rewards",
     "dynamic_sampling_mask": "sampling",
-    "explained_variance": "value_loss", "value_loss": "value_loss",
+    "explained_variance": "critic_loss", "value_loss": "critic_loss",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -43,20 +41,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
-
-
-class _Package(types.ModuleType):
-    """Keeps ``ppo.algorithms.value_loss`` the function, as eager imports had it.
-
-    The import system binds a loaded submodule as an attribute of its package, which would shadow an exported
-    function of the same name (the ``value_loss`` module and its ``value_loss`` function) once anything imported the
-    submodule; the function is bound instead.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == name:
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

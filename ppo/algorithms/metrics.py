@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 import torch
 
-from ppo.algorithms.value_loss import explained_variance
+from ppo.algorithms.critic_loss import explained_variance
 
 AVERAGED = ("lr", "reward")
 SHARED = ("global_valid_toks", "global_valid_seqs")

@@ -18,7 +18,7 @@ import torch
 
 from ppo.algorithms.kl import kl_penalty
 from ppo.algorithms.masked import masked_max, masked_mean, masked_min, masked_sum
-from ppo.algorithms.options import AGGREGATIONS, IS_CORRECTIONS, check_loss_options  # noqa: F401 - re-exported
+from ppo.algorithms.options import check_loss_options
 
 
 def aggregate(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ppo.algorithms.metrics import reduce_metrics
-from ppo.models.optim import SCHEDULES, OptimizerSettings, learning_rate  # noqa: F401 - their import path too
+from ppo.models.optim import OptimizerSettings, learning_rate
 
 
 class ModelTrainer:

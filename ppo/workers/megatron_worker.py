@@ -16,7 +16,7 @@ import torch
 
 from ppo.models.packing import token_budget_microbatches
 from ppo.rollout.batch import select, to_device, trim
-from ppo.workers.specs import MegatronModelSpec  # noqa: F401 - defined there (no torch), exported here too
+from ppo.workers.specs import MegatronModelSpec
 
 
 class MegatronWorker:

@@ -9,7 +9,7 @@ from ppo.models.architecture import Architecture
 from ppo.models.forward import token_logprobs
 from ppo.rollout.batch import to_device
 from ppo.workers.megatron_worker import MegatronWorker
-from ppo.workers.specs import MegatronPolicy, PolicyLoss  # noqa: F401 - defined there (no torch), exported here too
+from ppo.workers.specs import MegatronPolicy
 
 
 class PolicyWorker(MegatronWorker):

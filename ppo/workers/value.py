@@ -8,7 +8,7 @@ from ppo.algorithms import value_loss
 from ppo.models.architecture import Architecture
 from ppo.models.value import token_values
 from ppo.workers.megatron_worker import MegatronWorker
-from ppo.workers.specs import MegatronCritic  # noqa: F401 - defined there (no torch), exported here too
+from ppo.workers.specs import MegatronCritic
 
 
 class ValueWorker(MegatronWorker):

@@ -8,7 +8,8 @@ import torch
 
 from ppo.algorithms import clipped_pg_loss, value_loss
 from ppo.models.forward import token_logprobs
-from ppo.models.training import ModelTrainer, OptimizerSettings, learning_rate
+from ppo.models.optim import OptimizerSettings, learning_rate
+from ppo.models.training import ModelTrainer
 from ppo.models.value import build_value_model, token_values
 from tests.models.conftest import make_hf_model
 from tests.models.test_hf_parity import megatron_from_hf

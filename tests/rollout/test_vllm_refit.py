@@ -12,7 +12,8 @@ from ppo.models.architecture import Architecture
 from ppo.models.builder import build_gpt_model
 from ppo.models.convert import hf_to_megatron, load_hf_state_dict, load_megatron_state, megatron_to_hf
 from ppo.models.forward import token_logprobs
-from ppo.models.training import ModelTrainer, OptimizerSettings
+from ppo.models.optim import OptimizerSettings
+from ppo.models.training import ModelTrainer
 from ppo.rollout.engine import SamplingConfig, VLLMGeneration
 from ppo.workers.generation import spawn_generation_worker
 
