@@ -87,6 +87,8 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
+from step_profile import wait_until_quiet  # bench/ is this script's first sys.path entry
+
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "tiny_cpu.py"
 PROJECT_PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -393,15 +395,6 @@ def check_trl_python(python: str) -> None:
     print(f"[compare] TRL {probe.stdout.strip()} from {python}", flush=True)
 
 
-def wait_until_quiet(limit_s: float = 60.0) -> None:
-    """Let the previous side's processes finish exiting (Ray's teardown outlives its driver) before the next side."""
-    import psutil
-
-    deadline = time.monotonic() + limit_s
-    while psutil.cpu_percent(interval=1.0) > 15 and time.monotonic() < deadline:
-        pass
-
-
 def first_step_at(result: dict, accuracy: float) -> int | None:
     return next((step for step, acc, _ in result["validations"] if acc >= accuracy), None)
 
@@ -467,7 +460,7 @@ def compare(args) -> None:
         results["ours"] = json.loads((workdir / "ours.json").read_text())
     warm_start_s = json.loads((workdir / WARM_START_DIR / WARM_START_RECORD).read_text())["seconds"]
     if args.only != "ours":
-        wait_until_quiet()
+        wait_until_quiet()  # bench/step_profile.py's: Ray's teardown outlives its driver
         print(f"[compare] TRL GRPOTrainer, {args.steps} steps ...", flush=True)
         walls["trl"] = run_child(trl_python, "trl", args, workdir / "trl.json")
         results["trl"] = json.loads((workdir / "trl.json").read_text())

@@ -1,6 +1,6 @@
 """The embedded default: PPO with a critic on 2-digit addition, a 0.6M-parameter Qwen2 on a laptop CPU.
 
-    python launch.py experiments/tiny_cpu.py                                  # about 4 minutes on 2 cores
+    python launch.py experiments/tiny_cpu.py                                  # 5-10 minutes on 2 cores
     python launch.py experiments/tiny_cpu.py trainer.max_steps=20             # a quicker look
     python launch.py experiments/tiny_cpu.py --fiddler raw_reward             # the same without a critic
     python launch.py experiments/tiny_cpu.py --fiddler grpo                   # or rloo, reinforce_pp(_baseline)
