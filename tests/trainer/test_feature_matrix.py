@@ -11,7 +11,8 @@ option's wiring from the config to the loop is cut, not only when its formula is
     vapo             decoupled λ with the length-adaptive α, positive-example NLL, no advantage whitening, ICEPOP,
                      KL loss with the on-policy weights
     heavy KL         the vapo run's first step with a 100× KL loss: the policy stays closer to the reference
-    critic-free      GRPO (with seq-mask-tis), RLOO, REINFORCE++ with its baseline (one step each)
+    critic-free      GRPO (with seq-mask-tis), RLOO, raw reward, REINFORCE++ without and with its baseline (one step
+                     each)
     short batch      dynamic sampling that keeps too few samples stops a run with trainer.short_batch="fail"
     warm critic      the critic of the vapo run, from its HF export (one step)
 """
@@ -213,11 +214,19 @@ def test_a_heavier_kl_loss_keeps_the_policy_closer_to_the_reference(vapo_run, tm
 CRITIC_FREE = {
     "grpo": lambda call: ref.grpo(lists(call["sequence_rewards"]), call["group_ids"].tolist()),
     "rloo": lambda call: ref.rloo(lists(call["sequence_rewards"]), call["group_ids"].tolist()),
+    "raw_reward": lambda call: _whitened_over_the_batch(lists(call["sequence_rewards"])),
+    "reinforce_pp": lambda call: ref.whiten(*_rtg(call, baseline=False)),
     "reinforce_pp_baseline": lambda call: ref.whiten(*_rtg(call, baseline=True)),
 }
-"""Three runs cover the critic-free paths: group statistics (GRPO, RLOO) and per-token rewards with a group baseline
-(REINFORCE++-baseline).  Raw reward and plain REINFORCE++ share those paths (their math is checked against the same
-references in tests/algorithms); one run each would add a minute of CI for no new wiring."""
+"""Every critic-free estimator the default's fiddlers offer, one step each: group statistics (GRPO, RLOO), the
+sequence reward whitened over the batch (raw reward), and per-token returns whitened, without and with a group
+baseline (REINFORCE++)."""
+ONE_PER_SAMPLE = ("grpo", "rloo", "raw_reward")
+"""Estimators that give each sample one advantage, on each of its tokens."""
+
+
+def _whitened_over_the_batch(rewards: list[float]) -> list[float]:
+    return [row[0] for row in ref.whiten([[r] for r in rewards], [[1.0]] * len(rewards))]
 
 
 def _rtg(call, *, baseline: bool):
@@ -247,7 +256,7 @@ def test_each_critic_free_estimator_computes_the_advantages(ray_runtime, recorde
     (call,) = recorder.estimates
     mask = call["mask"].bool()
     expected = CRITIC_FREE[fiddler](call)
-    if fiddler in ("grpo", "rloo"):  # one advantage per sample, on each of its tokens
+    if fiddler in ONE_PER_SAMPLE:
         expected = [[a * on for on in row] for a, row in zip(expected, mask.tolist())]
     assert flat(lists(call["advantages"])) == pytest.approx(flat(expected), abs=1e-4)
 
