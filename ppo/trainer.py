@@ -505,9 +505,9 @@ class PPOTrainer:
         self.setup()
         try:
             if self.step == 0:
-                started = time.perf_counter()
-                validation = self.validate()
-                validation["timing/train/validation"] = time.perf_counter() - started
+                with self.timed("validation"):
+                    validation = self.validate()
+                validation.update(self.timings)
                 validation.update(self.setup_timings)
                 self.metrics.log(0, validation)
                 self.wandb.log(0, validation)

@@ -148,8 +148,7 @@ class TimeoutPool:
             executor, started_queue = self._ensure_pool()
             futures = submit(executor)
         pending = set(futures)
-        started: dict[int, float] = {}
-        latest: dict[int, int] = {}  # chunk -> the item it announced last: the one it is running
+        latest: dict[int, tuple[int, float]] = {}  # chunk -> (the item it announced last: the one it is running, when)
         finished: set[int] = set()
         overdue: set[int] = set()
         crashed: set[int] = set()
@@ -160,8 +159,7 @@ class TimeoutPool:
             now = time.monotonic()
             while not started_queue.empty():
                 index = started_queue.get()
-                started[index] = now
-                latest[chunk_of[index]] = index
+                latest[chunk_of[index]] = (index, now)
                 last_progress = now
             for future in done:
                 chunk = chunks[futures[future]]
@@ -177,7 +175,7 @@ class TimeoutPool:
                         logger.error("item %d raised in its worker:\n%s", index, value)
                     finished.add(index)
                 last_progress = now
-            running = {i: started[i] for i in latest.values() if i not in finished}
+            running = {i: t for i, t in latest.values() if i not in finished}
             if broken:
                 crashed = set(running)
                 break
