@@ -11,21 +11,11 @@ compiled (or loaded from its cache) before timing.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from timing import median_seconds  # bench/timing.py (bench/ is this script's first sys.path entry)
 
 from ppo.algorithms.gae import compute_gae, compute_gae_loop
-
-
-def median_seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -46,8 +36,6 @@ def main() -> None:
 
     fast = lambda: (compute_gae(rewards, values, mask, **kwargs), sync())  # noqa: E731
     loop = lambda: (compute_gae_loop(rewards, values, mask, **kwargs), sync())  # noqa: E731
-    fast()  # compile / load the numba cache
-    loop()
     t_fast = median_seconds(fast, args.repeats)
     t_loop = median_seconds(loop, max(3, args.repeats // 2))
 

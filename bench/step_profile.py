@@ -31,14 +31,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import median_seconds  # bench/timing.py (bench/ is this script's first sys.path entry)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_default(run_dir: Path, steps: int, overrides: list[str]):
-    """The default for ``steps`` steps in this process; returns the built experiment and its metrics rows."""
+    """The default for ``steps`` steps in this process; returns the built experiment, its metrics (``load_metrics``)
+    and its wall time."""
     import ray
 
     from ppo.launch.prepare import Request, prepare
+    from ppo.metrics import load_metrics
     from ppo.workers.ray_runtime import init_local_ray
 
     request = Request(str(ROOT / "experiments" / "tiny_cpu.py"),
@@ -52,8 +56,7 @@ def run_default(run_dir: Path, steps: int, overrides: list[str]):
         wall = time.perf_counter() - started
     finally:
         ray.shutdown()
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return prepared.experiment, rows, wall
+    return prepared.experiment, load_metrics(run_dir), wall
 
 
 def wait_until_quiet(limit_s: float = 60.0) -> float:
@@ -68,8 +71,9 @@ def wait_until_quiet(limit_s: float = 60.0) -> float:
             return busy
 
 
-def median_of(rows: list[dict], key: str) -> float:
-    values = [row[key] for row in rows if key in row and row["step"] > 1]
+def median_of(series: dict[str, float]) -> float:
+    """The median over steps 2 onwards of one metric (``load_metrics``' step -> value)."""
+    values = [value for step, value in series.items() if int(step) > 1]
     return statistics.median(values) if values else 0.0
 
 
@@ -195,17 +199,6 @@ class Baseline:
                 policy_opt.step()
 
 
-def timed(fn, repeats: int = 3) -> float:
-    """The median of ``repeats`` timed calls, after one untimed call (first-touch allocations)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def measure_baselines(run_dir: Path, overrides: list[str]) -> dict[str, float]:
     """The baselines' seconds per phase, measured in this (fresh) process on ``run_dir``'s initial model."""
     import torch
@@ -222,15 +215,15 @@ def measure_baselines(run_dir: Path, overrides: list[str]) -> dict[str, float]:
         batch["values"] = base.values(batch)
         batch["logp_old"] = base.logprobs(batch)
     baseline = {
-        "generation/engines": timed(lambda: base.generate(base.train_prompts, n, greedy=False)),
-        "generation/scoring": timed(lambda: base.score(texts, truths)),
-        "values": timed(lambda: torch.no_grad()(base.values)(batch)),
-        "logprobs": timed(lambda: torch.no_grad()(base.logprobs)(batch)),
-        "training": timed(lambda: base.train(batch), repeats=1),
+        "generation/engines": median_seconds(lambda: base.generate(base.train_prompts, n, greedy=False), 3),
+        "generation/scoring": median_seconds(lambda: base.score(texts, truths), 3),
+        "values": median_seconds(lambda: torch.no_grad()(base.values)(batch), 3),
+        "logprobs": median_seconds(lambda: torch.no_grad()(base.logprobs)(batch), 3),
+        "training": median_seconds(lambda: base.train(batch), 1),
     }
     val_truths = [r.ground_truth for r in base.val_records]
-    baseline["validation"] = timed(lambda: base.score(base.generate(base.val_prompts, 1, greedy=True)[1],
-                                                      val_truths), repeats=1)
+    baseline["validation"] = median_seconds(lambda: base.score(base.generate(base.val_prompts, 1, greedy=True)[1],
+                                                      val_truths), 1)
     baseline["generation"] = baseline["generation/engines"] + baseline["generation/scoring"]
     baseline["total_step_time"] = sum(baseline[k] for k in PER_STEP)
     return baseline
@@ -253,9 +246,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(args.keep or tmp) / "run"
         print(f"[profile] {args.steps} steps of the default in {run_dir} ...", flush=True)
-        _, rows, wall = run_default(run_dir, args.steps, args.overrides)
-        step0 = next(row for row in rows if row["step"] == 0)
-        phases = {key[len("timing/train/"):]: median_of(rows, key) for key in sorted({k for r in rows for k in r})
+        _, data, wall = run_default(run_dir, args.steps, args.overrides)
+        phases = {key[len("timing/train/"):]: median_of(series) for key, series in sorted(data.items())
                   if key.startswith("timing/train/") and key != "timing/train/tokens_per_s"}
         busy = wait_until_quiet()
         # a fresh process: after a run, this one's torch ran attention kernels ~100x slower (not yet understood)
@@ -274,9 +266,9 @@ def main() -> None:
         ratio = f"{ours / plain:.2f}" if ours is not None and plain else ""
         print(f"{phase:<22}{cells[0]:>12}{cells[1]:>13}{ratio:>8}")  # — : not measured (older trainer, or no baseline)
     print("\nset-up, s (the run's timing/setup/*)")
-    for key in sorted(k for k in step0 if k.startswith("timing/setup/")):
-        print(f"  {key[len('timing/setup/'):]:<20}{step0[key]:8.1f}")
-    steps_time = sum(row.get("timing/train/total_step_time", 0.0) for row in rows)
+    for key in sorted(k for k in data if k.startswith("timing/setup/")):
+        print(f"  {key[len('timing/setup/'):]:<20}{data[key]['0']:8.1f}")
+    steps_time = sum(data.get("timing/train/total_step_time", {}).values())
     print(f"  {'end to end':<20}{wall:8.1f}  ({wall - steps_time:.1f} outside the steps: set-up, step 0's "
           f"validation, checkpoints, shutdown)")
 

@@ -173,15 +173,16 @@ def run_ours(args) -> None:
 
 def ours_result(run_dir: Path) -> dict:
     """Step times (validation taken out), rewards and validations (step, accuracy, seconds) from the run's metrics."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = [row for row in rows if row["step"] >= 1]
-    validations = [[row["step"], row["validation/accuracy"], row.get("timing/train/validation", 0.0)]
-                   for row in rows if "validation/accuracy" in row]
+    from ppo.metrics import load_metrics
+
+    data = load_metrics(run_dir)
+    total, validation = data["timing/train/total_step_time"], data.get("timing/train/validation", {})
+    steps = sorted(total, key=int)
     return {
-        "step_seconds": [row["timing/train/total_step_time"] - row.get("timing/train/validation", 0.0)
-                         for row in steps],
-        "rewards": [row["train/reward"] for row in steps],
-        "validations": validations,
+        "step_seconds": [total[s] - validation.get(s, 0.0) for s in steps],
+        "rewards": [data["train/reward"][s] for s in steps],
+        "validations": [[int(s), accuracy, validation.get(s, 0.0)]
+                        for s, accuracy in sorted(data["validation/accuracy"].items(), key=lambda kv: int(kv[0]))],
     }
 
 
