@@ -13,12 +13,23 @@ Parts, each independent (a failure is printed with its error and the next part r
 3. ``offload``: the actor's and critic's parameters, gradients and optimizer state leave the GPU
    (``ModelTrainer.offload``) and come back (``onload``); memory allocated is printed at each phase, and the
    update after the round trip must be finite.
-4. ``vllm``: a vLLM engine on the GPU next to the workers: generate, sleep (weights and KV cache freed), wake, load
+4. ``recompute``: a larger model (about 90M parameters) on four 2048-token rows: one supervised step without and
+   one with full activation recomputation; peak memory of each is printed, recomputation must lower it and leave
+   the loss and the gradient norm unchanged.
+5. ``vllm``: a vLLM engine on the GPU next to the workers: generate, sleep (weights and KV cache freed), wake, load
    the policy's weights (the refit) and generate again; memory at each phase.  SKIP where vLLM is not installed.
 
 What this does not cover: more than one GPU (NCCL groups, the broadcast refit) and Ray placement.  The lent H200
-image has PyTorch and transformers but not megatron-core (carry its wheel, a few MB: see the device tool's notes) nor
-vLLM or Ray, whose CUDA wheels exceed what one device call can carry, so part 4 SKIPs there.
+image has PyTorch and transformers but not megatron-core (carry its wheel, a few MB) nor vLLM or Ray, whose CUDA
+wheels exceed what one device call can carry, so part 5 SKIPs there.  The command used on it, from the repository
+root, after ``pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl megatron-core==0.16.1``
+(the device tool's notes give the platform flags)::
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+    PYTHONUNBUFFERED=1 python3 -W ignore::UserWarning bench/gpu_smoke.py
+
+Its output of 2026-12-04 is ``bench/results/gpu_smoke-h200-2026-12-04.log``; the README's "Status and known limits"
+has the table.
 """
 
 from __future__ import annotations
@@ -122,19 +133,82 @@ def part_hf_parity(ctx) -> None:
     assert gap < 0.05, f"logprobs differ by {gap:.4f} nats on average"
 
 
+def training_state_bytes(worker) -> int:
+    """The least that ``offload`` must free: the parameters and the gradient buffer (the gradients are at least as
+    wide as the parameters), plus the reference model where the worker keeps one."""
+    params = sum(p.numel() * p.element_size() for p in worker.trainer.module.parameters())
+    reference = getattr(worker, "reference", None)
+    return 2 * params + (sum(p.numel() * p.element_size() for p in reference.parameters()) if reference else 0)
+
+
 def part_offload(ctx) -> None:
     policy, critic, batch, device = ctx["policy"], ctx["critic"], ctx["batch"], ctx["device"]
+    on_gpu = device.type == "cuda"
     print(f"    train phase:              {memory(device)}")
+    before = torch.cuda.memory_allocated(device) if on_gpu else 0
     for worker in (policy, critic):
         worker.offload()
-    offloaded = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+    freed = before - torch.cuda.memory_allocated(device) if on_gpu else 0
     print(f"    generate phase (offload): {memory(device)}")
     for worker in (policy, critic):
         worker.onload()
     print(f"    train phase (onload):     {memory(device)}")
     finite_on_cpu("policy train after onload", policy.train(batch, num_minibatches=1, seed=1))
-    if device.type == "cuda":
-        assert offloaded < ctx["weights_bytes"], "offload left the weights on the GPU"
+    if on_gpu:
+        least = sum(training_state_bytes(worker) for worker in (policy, critic))
+        print(f"    offload freed {freed / 2**20:.1f} MiB (parameters, gradients and reference alone: "
+              f"{least / 2**20:.1f} MiB)")
+        assert freed >= least, "offload left training state on the GPU"
+
+
+def part_recompute(ctx) -> None:
+    from ppo.data import build_arithmetic_tokenizer
+    from ppo.models.recompute import Recompute
+    from ppo.models.tiny import create_tiny_model
+    from ppo.rollout.batch import build_rollout_batch
+    from ppo.rollout.engine import Sample
+    from ppo.workers.policy import PolicyWorker
+    from ppo.workers.specs import MegatronPolicy
+
+    device, dtype = ctx["device"], ctx["policy"].spec.dtype
+    on_gpu = device.type == "cuda"
+    size = dict(hidden_size=1024, num_layers=8, num_attention_heads=16, num_key_value_heads=4,
+                intermediate_size=2816, max_position_embeddings=2048) if on_gpu else \
+        dict(hidden_size=128, num_layers=2, max_position_embeddings=256)
+    tokenizer = build_arithmetic_tokenizer()
+    model_dir = str(create_tiny_model(Path(ctx["model_dir"]).parent / "large", tokenizer, **size))
+    half = size["max_position_embeddings"] // 2
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(3, len(tokenizer), (half,), generator=g).tolist() for _ in range(4)]
+    samples = [[Sample(torch.randint(3, len(tokenizer), (half,), generator=g).tolist(), [-1.0] * half, "stop")]
+               for _ in prompts]
+    batch = build_rollout_batch(prompts, samples, pad_id=0, ground_truths=["0"] * len(prompts))
+    results = {}
+    for name, recompute in (("no recompute", Recompute()),
+                            ("full recompute", Recompute(granularity="full", method="uniform", num_layers=1))):
+        spec = MegatronPolicy(dtype=dtype, micro_batch_tokens=4 * half, recompute=recompute)
+        worker = PolicyWorker(spec, model_dir, rank=0, world_size=1, master_addr="127.0.0.1",
+                              master_port=free_port(), seed=0)
+        if on_gpu:
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+        started = time.perf_counter()
+        metrics = worker.supervised_step(batch, lr=1e-5)
+        seconds = time.perf_counter() - started
+        peak = torch.cuda.max_memory_allocated(device) / 2**20 if on_gpu else float("nan")
+        results[name] = (float(metrics["loss"]), float(metrics["grad_norm"]), peak)
+        params = sum(p.numel() for p in worker.trainer.module.parameters()) / 1e6
+        print(f"    {name:15} {params:.0f}M params, 4 x {2 * half} tokens: loss {results[name][0]:.5f}, "
+              f"grad norm {results[name][1]:.5f}, peak {peak:8.1f} MiB allocated, {seconds:.2f} s (first step)")
+        worker.trainer.offload()
+        del worker
+        if on_gpu:
+            torch.cuda.empty_cache()
+    (loss0, norm0, peak0), (loss1, norm1, peak1) = results.values()
+    assert abs(loss0 - loss1) < 1e-3 * abs(loss0), f"recomputation changed the loss: {loss0} vs {loss1}"
+    assert abs(norm0 - norm1) < 2e-2 * abs(norm0), f"recomputation changed the gradient norm: {norm0} vs {norm1}"
+    if on_gpu:
+        assert peak1 < peak0, f"recomputation did not lower peak memory ({peak1:.0f} vs {peak0:.0f} MiB)"
 
 
 def part_vllm(ctx) -> None:
@@ -164,7 +238,8 @@ class Skip(Exception):
     pass
 
 
-PARTS = [("workers", part_workers), ("hf_parity", part_hf_parity), ("offload", part_offload), ("vllm", part_vllm)]
+PARTS = [("workers", part_workers), ("hf_parity", part_hf_parity), ("offload", part_offload),
+         ("recompute", part_recompute), ("vllm", part_vllm)]
 
 
 def main() -> int:
@@ -188,9 +263,8 @@ def main() -> int:
                                       num_layers=2))
     dtype = "bfloat16" if args.device == "cuda" else "float32"
     policy, critic = build_workers(model_dir, dtype)
-    weights_bytes = sum(p.numel() * p.element_size() for p in policy.trainer.module.parameters())
     ctx = dict(policy=policy, critic=critic, batch=rollout_batch(len(tokenizer)), device=device,
-               model_dir=model_dir, weights_bytes=weights_bytes)
+               model_dir=model_dir)
     print(f"  workers built on {policy.device}: {memory(device)}")
     verdicts = {}
     for name, part in PARTS:
@@ -203,6 +277,8 @@ def main() -> int:
         except Exception as err:  # noqa: BLE001 - every part reports, the next one runs
             traceback.print_exc()
             verdicts[name] = f"FAIL ({type(err).__name__}: {err})"
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
     print(f"gpu_smoke summary ({time.perf_counter() - started:.0f} s, {gpu}, {dtype}):")
     for name, verdict in verdicts.items():
         print(f"  {name:10} {verdict}")
