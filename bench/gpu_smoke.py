@@ -16,12 +16,15 @@ Parts, each independent (a failure is printed with its error and the next part r
 4. ``recompute``: a larger model (about 90M parameters) on four 2048-token rows: one supervised step without and
    one with full activation recomputation; peak memory of each is printed, recomputation must lower it and leave
    the loss and the gradient norm unchanged.
-5. ``vllm``: a vLLM engine on the GPU next to the workers: generate, sleep (weights and KV cache freed), wake, load
+5. ``ipc_refit``: the refit's same-GPU path without vLLM: the policy packs its weights into buckets on the GPU and
+   hands each over as a CUDA IPC handle; another process opens the handle, as a colocated engine does, and sends the
+   tensors back; each must equal the policy's export bit for bit.
+6. ``vllm``: a vLLM engine on the GPU next to the workers: generate, sleep (weights and KV cache freed), wake, load
    the policy's weights (the refit) and generate again; memory at each phase.  SKIP where vLLM is not installed.
 
 What this does not cover: more than one GPU (NCCL groups, the broadcast refit) and Ray placement.  The lent H200
 image has PyTorch and transformers but not megatron-core (carry its wheel, a few MB) nor vLLM or Ray, whose CUDA
-wheels exceed what one device call can carry, so part 5 SKIPs there.  The command used on it, from the repository
+wheels exceed what one device call can carry, so part 6 SKIPs there.  The command used on it, from the repository
 root, after ``pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl megatron-core==0.16.1``
 (the device tool's notes give the platform flags)::
 
@@ -211,6 +214,47 @@ def part_recompute(ctx) -> None:
         assert peak1 < peak0, f"recomputation did not lower peak memory ({peak1:.0f} vs {peak0:.0f} MiB)"
 
 
+def open_buckets(connection) -> None:
+    """A stand-in for a colocated engine's process: open each IPC handle received, send the tensors back."""
+    from ppo.workers.buckets import open_ipc_handle, unpack
+
+    if torch.cuda.is_available():
+        torch.cuda.set_device(0)
+    while (message := connection.recv()) is not None:
+        handle, bucket = message
+        connection.send({name: t.cpu().clone() for name, t in unpack(open_ipc_handle(handle), bucket).items()})
+
+
+def part_ipc_refit(ctx) -> None:
+    import multiprocessing
+
+    from ppo.workers.buckets import bucket_size, plan_buckets
+
+    policy = ctx["policy"]
+    exported = policy.export()
+    total = sum(t.numel() * t.element_size() for t in exported.values())
+    buckets = policy.prepare_refit([0], bucket_bytes=total // 3)
+    assert buckets == plan_buckets(exported, total // 3) and len(buckets) >= 3, f"{len(buckets)} buckets"
+    spawn = multiprocessing.get_context("spawn")
+    parent, child = spawn.Pipe()
+    engine = spawn.Process(target=open_buckets, args=(child,))
+    engine.start()
+    received = {}
+    try:
+        for index, bucket in enumerate(buckets):
+            parent.send((policy.refit_handle(index), bucket))
+            received.update(parent.recv())
+        parent.send(None)
+    finally:
+        engine.join(timeout=60)
+    assert engine.exitcode == 0, f"the receiving process exited with {engine.exitcode}"
+    sizes = ", ".join(f"{bucket_size(b) / 2**10:.0f}" for b in buckets)
+    print(f"    {len(buckets)} buckets ({sizes} KiB) on {policy.device}: {len(received)} tensors received")
+    assert received.keys() == exported.keys(), "tensors missing from the buckets"
+    for name, tensor in exported.items():
+        assert received[name].dtype == tensor.dtype and torch.equal(received[name], tensor.cpu()), name
+
+
 def part_vllm(ctx) -> None:
     try:
         import vllm  # noqa: F401
@@ -239,7 +283,7 @@ class Skip(Exception):
 
 
 PARTS = [("workers", part_workers), ("hf_parity", part_hf_parity), ("offload", part_offload),
-         ("recompute", part_recompute), ("vllm", part_vllm)]
+         ("recompute", part_recompute), ("ipc_refit", part_ipc_refit), ("vllm", part_vllm)]
 
 
 def main() -> int:

@@ -3,7 +3,7 @@
 A step's prompts are sharded over the engines (:class:`EnginePool`): engine *k* gets a contiguous slice and
 generates it with the per-request seeds the whole batch would have had (prompt *i* of the batch always uses
 ``seed + i·n``), so the samples do not depend on how many engines there are.  Weights arrive from the policy ranks
-(:mod:`ppo.workers.refit`), never through the driver.
+(:mod:`ppo.workers.refit`, :mod:`ppo.workers.buckets`), never through the driver.
 """
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 
 import ray
+import torch
 
 from ppo.rollout.engine import SamplingConfig, VLLMGeneration
+from ppo.workers.buckets import RefitGroup, bucket_size, open_ipc_handle, unpack
 from ppo.workers.deadline import get_within
 
 
@@ -38,21 +40,13 @@ class GenerationWorker:
 
     def load_ipc(self, handle: bytes, bucket: list) -> None:
         """Load a bucket from a buffer the policy rank on this GPU shares (CUDA IPC, or CPU shared memory)."""
-        from ppo.workers.refit import open_ipc_handle, unpack
-
         self.engine.load_weights(unpack(open_ipc_handle(handle), bucket))
 
     def join_refit_group(self, host: str, port: int, rank: int, world_size: int) -> None:
-        from ppo.workers.refit import RefitGroup
-
         self.refit_group = RefitGroup(host, port, rank, world_size)
 
     def load_broadcast(self, bucket: list) -> None:
         """Receive a bucket broadcast by policy rank 0 over the refit group, and load it."""
-        import torch
-
-        from ppo.workers.refit import bucket_size, unpack
-
         buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=self.refit_group.device)
         self.refit_group.broadcast(buffer)
         self.engine.load_weights(unpack(buffer, bucket))

@@ -8,6 +8,7 @@ from ppo.algorithms import clipped_pg_loss
 from ppo.models.architecture import Architecture
 from ppo.models.forward import token_logprobs
 from ppo.rollout.batch import to_device
+from ppo.workers.buckets import RefitGroup, ipc_handle, pack, plan_buckets
 from ppo.workers.megatron_worker import MegatronWorker
 from ppo.workers.specs import MegatronPolicy
 
@@ -118,17 +119,13 @@ class PolicyWorker(MegatronWorker):
     # ---------------------------------------------------------------- refit: weights straight to the engines
     def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list | None:
         """Gather the weights over TP (every rank joins); ``senders`` keep them in HF names, split into buckets.
-        Returns the buckets' metadata (:class:`ppo.workers.refit.TensorEntry` lists) on senders, else None."""
-        from ppo.workers.refit import plan_buckets
-
+        Returns the buckets' metadata (:class:`ppo.workers.buckets.TensorEntry` lists) on senders, else None."""
         self._refit_state = self.hf_state(self.arch, assemble=self.rank in senders)
         self._refit_buckets = plan_buckets(self._refit_state, bucket_bytes) if self._refit_state else None
         self._refit_buffer = (None, None)
         return self._refit_buckets
 
     def _bucket_buffer(self, index: int) -> torch.Tensor:
-        from ppo.workers.refit import pack
-
         if self._refit_buffer[0] != index:  # the driver finished the previous bucket before asking for this one
             self._refit_buffer = (None, None)
             self._refit_buffer = (index, pack(self._refit_state, self._refit_buckets[index], self.device))
@@ -136,8 +133,6 @@ class PolicyWorker(MegatronWorker):
 
     def refit_handle(self, index: int) -> bytes:
         """An IPC handle to bucket ``index`` for an engine on this rank's GPU."""
-        from ppo.workers.refit import ipc_handle
-
         return ipc_handle(self._bucket_buffer(index))
 
     def refit_address(self) -> tuple[str, int]:
@@ -147,8 +142,6 @@ class PolicyWorker(MegatronWorker):
         return node_address()
 
     def join_refit_group(self, host: str, port: int, rank: int, world_size: int) -> None:
-        from ppo.workers.refit import RefitGroup
-
         self.refit_group = RefitGroup(host, port, rank, world_size)
 
     def broadcast_bucket(self, index: int) -> None:

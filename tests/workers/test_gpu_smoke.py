@@ -1,4 +1,4 @@
-"""``bench/gpu_smoke.py`` is run on a GPU only when a session is lent one; its CPU mode keeps it from rotting between."""
+"""``bench/gpu_smoke.py`` runs on a GPU only when a session is lent one; its CPU mode keeps it from rotting."""
 
 from __future__ import annotations
 
@@ -18,5 +18,5 @@ def test_gpu_smoke_passes_every_part_on_cpu():
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     summary = out[out.index("gpu_smoke summary"):]
-    for part in ("workers", "hf_parity", "offload", "recompute", "vllm"):
+    for part in ("workers", "hf_parity", "offload", "recompute", "ipc_refit", "vllm"):
         assert f"{part:10} PASS" in summary, summary

@@ -1,0 +1,102 @@
+"""The refit's transport: a policy rank's weights as flat byte buckets, handed to an engine by IPC or broadcast.
+
+Torch only (no Ray), so both ends import it: the policy worker packs (:func:`pack`) and shares (:func:`ipc_handle`)
+or broadcasts (:class:`RefitGroup`) each bucket; the engine worker opens or receives it and takes views
+(:func:`unpack`).  On GPUs the IPC handle is CUDA IPC and the group NCCL; on CPU the same code runs with a
+shared-memory buffer (torch's ``file_system`` sharing) and gloo.  The driver's side is :mod:`ppo.workers.refit`.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+
+REFIT_GROUP_TIMEOUT = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """Where a tensor sits in a bucket's flat byte buffer."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+
+
+def plan_buckets(state: dict[str, torch.Tensor], bucket_bytes: int) -> list[list[TensorEntry]]:
+    """Split ``state`` (in its order) into buckets of at most ``bucket_bytes`` (a bigger tensor gets its own)."""
+    buckets: list[list[TensorEntry]] = [[]]
+    used = 0
+    for name, tensor in state.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if buckets[-1] and used + nbytes > bucket_bytes:
+            buckets.append([])
+            used = 0
+        buckets[-1].append(TensorEntry(name, str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape), used,
+                                       nbytes))
+        used += nbytes
+    return [b for b in buckets if b]
+
+
+def bucket_size(bucket: list[TensorEntry]) -> int:
+    return bucket[-1].offset + bucket[-1].nbytes if bucket else 0
+
+
+def pack(state: dict[str, torch.Tensor], bucket: list[TensorEntry], device: torch.device) -> torch.Tensor:
+    """One flat ``uint8`` buffer holding the bucket's tensors (shared memory on CPU, so it can be handed over)."""
+    buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=device)
+    if buffer.device.type == "cpu":
+        buffer.share_memory_()  # before filling it: sharing a filled buffer would copy it once more
+    for entry in bucket:
+        tensor = state[entry.name].detach().contiguous()
+        buffer[entry.offset : entry.offset + entry.nbytes].copy_(tensor.reshape(-1).view(torch.uint8))
+    return buffer
+
+
+def unpack(buffer: torch.Tensor, bucket: list[TensorEntry]) -> dict[str, torch.Tensor]:
+    """Views of ``buffer`` as the bucket's named tensors (no copy)."""
+    return {e.name: buffer[e.offset : e.offset + e.nbytes].view(getattr(torch, e.dtype)).view(e.shape)
+            for e in bucket}
+
+
+def ipc_handle(buffer: torch.Tensor) -> bytes:
+    """A handle another process on the same device opens without copying (CUDA IPC, or CPU shared memory)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing as mp
+
+    if buffer.device.type == "cpu":
+        mp.set_sharing_strategy("file_system")  # a named shared-memory file: any local process can open it
+    return bytes(ForkingPickler.dumps(buffer))
+
+
+def open_ipc_handle(handle: bytes) -> torch.Tensor:
+    import torch.multiprocessing  # noqa: F401 - registers the tensor reductions the handle refers to
+
+    return pickle.loads(handle)
+
+
+class RefitGroup:
+    """A torch.distributed group of its own between policy rank 0 (rank 0 here) and the broadcast engines."""
+
+    def __init__(self, host: str, port: int, rank: int, world_size: int):
+        store = torch.distributed.TCPStore(host, port, world_size, rank == 0, timeout=REFIT_GROUP_TIMEOUT)
+        prefixed = torch.distributed.PrefixStore("ppo-refit", store)
+        if torch.cuda.is_available():
+            self.group = torch.distributed.ProcessGroupNCCL(prefixed, rank, world_size)
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        else:
+            self.group = torch.distributed.ProcessGroupGloo(prefixed, rank, world_size, REFIT_GROUP_TIMEOUT)
+            self.device = torch.device("cpu")
+        self.store = store  # the store must outlive the group
+
+    def broadcast(self, buffer: torch.Tensor) -> None:
+        options = torch.distributed.BroadcastOptions()
+        options.rootRank = 0
+        options.rootTensor = 0
+        self.group.broadcast([buffer], options).wait()
