@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import median_seconds  # bench/timing.py (bench/ is this script's first sys.path entry)
+from timing import median_seconds, wait_until_quiet  # bench/timing.py (bench/ is the first sys.path entry)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,18 +57,6 @@ def run_default(run_dir: Path, steps: int, overrides: list[str]):
     finally:
         ray.shutdown()
     return prepared.experiment, load_metrics(run_dir), wall
-
-
-def wait_until_quiet(limit_s: float = 60.0) -> float:
-    """Wait for the run's processes to finish exiting (Ray's teardown outlives ``ray.shutdown``), so that the
-    baselines do not share the cores with them; returns the machine's CPU use when it went quiet."""
-    import psutil
-
-    deadline = time.monotonic() + limit_s
-    while True:
-        busy = psutil.cpu_percent(interval=1.0)
-        if busy < 15 or time.monotonic() > deadline:
-            return busy
 
 
 def median_of(series: dict[str, float]) -> float:

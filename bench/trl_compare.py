@@ -87,7 +87,9 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
-from step_profile import wait_until_quiet  # bench/ is this script's first sys.path entry
+from timing import wait_until_quiet
+
+from runs import first_step_at, fmt, print_table, run_result, seconds_to  # bench/ is the first sys.path entry
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "tiny_cpu.py"
@@ -168,22 +170,7 @@ def run_ours(args) -> None:
         return
     finally:
         ray.shutdown()
-    write_result(args.result, ours_result(run_dir))
-
-
-def ours_result(run_dir: Path) -> dict:
-    """Step times (validation taken out), rewards and validations (step, accuracy, seconds) from the run's metrics."""
-    from ppo.metrics import load_metrics
-
-    data = load_metrics(run_dir)
-    total, validation = data["timing/train/total_step_time"], data.get("timing/train/validation", {})
-    steps = sorted(total, key=int)
-    return {
-        "step_seconds": [total[s] - validation.get(s, 0.0) for s in steps],
-        "rewards": [data["train/reward"][s] for s in steps],
-        "validations": [[int(s), accuracy, validation.get(s, 0.0)]
-                        for s, accuracy in sorted(data["validation/accuracy"].items(), key=lambda kv: int(kv[0]))],
-    }
+    write_result(args.result, run_result(run_dir))
 
 
 # ---------------------------------------------------------------------------------------------------- TRL
@@ -396,15 +383,11 @@ def check_trl_python(python: str) -> None:
     print(f"[compare] TRL {probe.stdout.strip()} from {python}", flush=True)
 
 
-def first_step_at(result: dict, accuracy: float) -> int | None:
-    return next((step for step, acc, _ in result["validations"] if acc >= accuracy), None)
-
-
 def summary_row(name: str, result: dict, wall: float, warm_start_s: float | None) -> list[str]:
     """The table's cells for one side."""
     steps = result["step_seconds"]
     reached = first_step_at(result, TARGET_ACCURACY)
-    to_target = None if reached is None or warm_start_s is None else warm_start_s + sum(steps[:reached])
+    to_target = None if warm_start_s is None else seconds_to(result, TARGET_ACCURACY, warm_start_s)
     accuracy = {step: acc for step, acc, _ in result["validations"]}
     last = max(accuracy)
     validation_s = [seconds for step, _, seconds in result["validations"] if step > 0]
@@ -417,18 +400,10 @@ def median_or_none(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def fmt(value, pattern: str = "{:.2f}") -> str:
-    return "—" if value is None else pattern.format(value)
-
-
-def print_table(rows: list[list[str]]) -> None:
-    header = ["side", "end-to-end s", "warm start s", "s/RL step (median)", "val acc step 0",
-              f"first step acc >= {TARGET_ACCURACY}", f"warm start + RL s to {TARGET_ACCURACY}", "val acc last step",
-              "s/validation"]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in
-                        enumerate(zip(row, widths))))
+def print_summary(rows: list[list[str]]) -> None:
+    print_table(["side", "end-to-end s", "warm start s", "s/RL step (median)", "val acc step 0",
+                 f"first step acc >= {TARGET_ACCURACY}", f"warm start + RL s to {TARGET_ACCURACY}",
+                 "val acc last step", "s/validation"], rows)
 
 
 def print_curves(results: dict[str, dict]) -> None:
@@ -467,7 +442,7 @@ def compare(args) -> None:
         results["trl"] = json.loads((workdir / "trl.json").read_text())
 
     print(f"\n{args.steps} RL steps, seed {args.seed}, on {os.cpu_count()} CPU cores; seconds on this machine")
-    print_table([summary_row(name, result, walls[name], warm_start_s) for name, result in results.items()])
+    print_summary([summary_row(name, result, walls[name], warm_start_s) for name, result in results.items()])
     if "trl" in results:
         print("(trl: starts from the project's warm-started weights, so its warm start is the project's; its "
               "end-to-end time does not include it)")
