@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from ppo.workers.placement import free_port  # noqa: E402
+from ppo.workers.ports import free_port  # noqa: E402
 
 
 def memory(device: torch.device) -> str:
@@ -124,7 +124,7 @@ def part_hf_parity(ctx) -> None:
     fresh = PolicyWorker(ctx["policy"].spec, ctx["model_dir"], rank=0, world_size=1, master_addr="127.0.0.1",
                          master_port=free_port(), seed=0)  # the untrained weights, as in the checkpoint
     ours = fresh.logprobs(batch)
-    hf = AutoModelForCausalLM.from_pretrained(ctx["model_dir"], dtype=fresh.spec.torch_dtype).to(device).eval()
+    hf = AutoModelForCausalLM.from_pretrained(ctx["model_dir"], dtype=fresh.spec.dtype).to(device).eval()
     ids, segments = batch["input_ids"].to(device), batch["segment_ids"].to(device)
     with torch.no_grad():
         logits = hf(input_ids=ids, attention_mask=(segments > 0).long()).logits.float()
@@ -165,7 +165,7 @@ def part_offload(ctx) -> None:
 
 
 def part_recompute(ctx) -> None:
-    from ppo.data import build_arithmetic_tokenizer
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
     from ppo.models.recompute import Recompute
     from ppo.models.tiny import create_tiny_model
     from ppo.rollout.batch import build_rollout_batch
@@ -295,7 +295,7 @@ def main() -> int:
         return 2
     if args.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    from ppo.data import build_arithmetic_tokenizer
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
     from ppo.models.tiny import create_tiny_model
 
     started = time.perf_counter()

@@ -28,8 +28,9 @@ def child(args) -> None:
 
     from ppo.models.architecture import Architecture
     from ppo.models.builder import build_gpt_model
+    from ppo.models.distributed import initialize
     from ppo.models.forward import full_logits, hidden_states, token_logprobs
-    from ppo.models.parallel import ParallelConfig, initialize
+    from ppo.models.parallel import ParallelConfig
 
     initialize(ParallelConfig(), seed=0)
     arch = Architecture(

@@ -33,8 +33,8 @@ def main() -> None:
 
     import ray
 
-    from ppo.data import build_gsm8k_tokenizer
     from ppo.data.gsm8k import SHARED_GSM8K_DIR
+    from ppo.data.tokenizer import build_gsm8k_tokenizer
     from ppo.models.tiny import create_tiny_model
     from ppo.rollout.engine import VLLMGeneration
     from ppo.workers.generation import start_generation_worker

@@ -156,7 +156,8 @@ class Baseline:
         """``ppo_epochs`` × (a critic epoch, then a policy epoch) of ``num_minibatches`` Adam steps each."""
         import torch
 
-        from ppo.algorithms import clipped_pg_loss, value_loss
+        from ppo.algorithms.critic_loss import value_loss
+        from ppo.algorithms.policy_loss import clipped_pg_loss
         from ppo.rollout.batch import select, trim
 
         loss = self.exp.policy.loss

@@ -87,9 +87,8 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
-from timing import wait_until_quiet
-
 from runs import first_step_at, fmt, print_table, run_result, seconds_to  # bench/ is the first sys.path entry
+from timing import wait_until_quiet
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "tiny_cpu.py"

@@ -26,6 +26,7 @@ from ppo.algorithms.estimators import GAE
 from ppo.algorithms.options import KL_KINDS, check_loss_options
 from ppo.rollout.engine import VLLMGeneration
 from ppo.trainer_settings import PPOSettings, RewardShaping
+from ppo.workers.plan import EngineLayout, GroupLayout, PlacementError, machine_gpus, plan_placement
 from ppo.workers.specs import MegatronCritic, MegatronPolicy
 
 
@@ -68,8 +69,6 @@ class Experiment:
     def shape(self) -> tuple[int, int]:
         """``(nodes, gpus_per_node)`` of the job: what the executor declares (a local run: this machine's GPUs)."""
         if self.executor is None:
-            from ppo.launch.executors import machine_gpus
-
             return 1, machine_gpus()
         return self.executor.shape
 
@@ -197,8 +196,6 @@ class Experiment:
         """Where every rank runs (:func:`ppo.workers.plan.plan_placement`) on ``nodes × gpus_per_node`` GPUs, by
         default the job's (:attr:`shape`); the dry run prints it, and the trainer reserves Ray placement groups from
         it after checking its Ray cluster has that shape."""
-        from ppo.workers.plan import EngineLayout, GroupLayout, PlacementError, plan_placement
-
         groups = [GroupLayout(name, spec.parallel.tensor, spec.parallel.context, spec.parallel.pipeline,
                               spec.data_parallel) for name, spec in self._model_groups()]
         try:

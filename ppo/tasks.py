@@ -40,7 +40,7 @@ class ArithmeticTaskSpec:
         return PromptTemplate("{prompt}")
 
     def build_tokenizer(self):
-        from ppo.data import build_arithmetic_tokenizer
+        from ppo.data.tokenizer import build_arithmetic_tokenizer
 
         return build_arithmetic_tokenizer()
 
@@ -96,7 +96,7 @@ class GSM8KTaskSpec:
         return PromptTemplate(self.template_text, use_chat_template=self.use_chat_template)
 
     def build_tokenizer(self):
-        from ppo.data import build_gsm8k_tokenizer
+        from ppo.data.tokenizer import build_gsm8k_tokenizer
 
         return build_gsm8k_tokenizer(self.train_path, vocab_size=self.tokenizer_vocab_size)
 

@@ -27,27 +27,37 @@ import shutil
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
+import ray
 import torch
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
-from ppo.algorithms import (
-    KLController,
-    dynamic_sampling_mask,
-    kl_penalty,
-    masked_mean,
-    masked_var,
-    overlong_penalty,
-    reduce_metrics,
-    scale_rewards,
-    token_level_rewards,
-    whiten_rewards,
-)
+from ppo.algorithms.advantages import estimate_advantages
 from ppo.algorithms.critic_loss import explained_variance
+from ppo.algorithms.kl import KLController, kl_penalty
+from ppo.algorithms.masked import masked_mean, masked_var
+from ppo.algorithms.metrics import reduce_metrics
+from ppo.algorithms.rewards import overlong_penalty, scale_rewards, token_level_rewards, whiten_rewards
+from ppo.algorithms.sampling import dynamic_sampling_mask
+from ppo.data import PromptLoader
+from ppo.envs.math_env import MathEnvironment
+from ppo.metrics import MetricsWriter
+from ppo.metrics.wandb_sink import WandbSink
+from ppo.models.export import save_weights, write_hf_export
 from ppo.rollout.batch import build_rollout_batch, concat, select
+from ppo.rollout.engine import Sample, SamplingConfig
 from ppo.seeds import derive_seed
 from ppo.trainer_settings import PPOSettings
 from ppo.workers.deadline import WorkerTimeout
+from ppo.workers.generation import EnginePool, start_generation_worker
+from ppo.workers.group import PolicyGroup, ValueGroup
+from ppo.workers.logs import LOGS
+from ppo.workers.placement import check_cluster_shape, cluster_shape, reserve
+from ppo.workers.ray_runtime import connect_or_start
+from ppo.workers.refit import Refitter
 
 CHECKPOINTS = "checkpoints"
 PARTIAL = ".partial"
@@ -80,12 +90,6 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
-        import ray
-
-        from ppo.data import PromptLoader
-        from ppo.envs.math_env import MathEnvironment
-        from ppo.workers.ray_runtime import connect_or_start
-
         exp, cfg = self.exp, self.cfg
         started = time.perf_counter()
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -93,7 +97,6 @@ class PPOTrainer:
         connect_or_start()
         self.setup_timings["timing/setup/ray"] = time.perf_counter() - started
         self.model_path = exp.model.materialize(self.run_dir, exp.task)
-        from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.template = exp.task.template()
@@ -115,13 +118,7 @@ class PPOTrainer:
 
     def start_workers(self) -> None:
         """Place every rank by the experiment's plan on this Ray cluster, start the groups and engines, first refit."""
-        import ray
 
-        from ppo.workers.generation import EnginePool, start_generation_worker
-        from ppo.workers.group import PolicyGroup, ValueGroup
-        from ppo.workers.logs import LOGS
-        from ppo.workers.placement import check_cluster_shape, cluster_shape, reserve
-        from ppo.workers.refit import Refitter
 
         exp = self.exp
         nodes, gpus_per_node = cluster_shape()
@@ -166,9 +163,7 @@ class PPOTrainer:
         """After a warm start the KL reference is the warm-started policy, where RL starts (not the untrained model
         the run generated).  It is kept in ``reference.safetensors`` so that a resumed run measures KL to the same
         model."""
-        from safetensors.torch import load_file
 
-        from ppo.models.export import save_weights
 
         path = self.run_dir / REFERENCE
         if path.is_file():
@@ -191,9 +186,6 @@ class PPOTrainer:
         (self.run_dir / "placement.json").write_text(json.dumps(record, indent=1, default=str))
 
     def _open_metrics(self):
-        from ppo.metrics import MetricsWriter
-        from ppo.metrics.wandb_sink import WandbSink
-
         self.wandb = WandbSink(self.run_dir, mode=self.cfg.wandb_mode, project=self.cfg.wandb_project,
                                name=self.run_dir.name, group=self.cfg.wandb_group, config=_wandb_config(self.run_dir))
         return MetricsWriter(self.run_dir)
@@ -209,7 +201,6 @@ class PPOTrainer:
             records = [self.train_records[j] for j in picks.tolist()]
             prompts = self.template.encode_many(records, self.tokenizer)
             answers = [self.tokenizer(r.ground_truth, add_special_tokens=False)["input_ids"] + [eos] for r in records]
-            from ppo.rollout.engine import Sample
 
             samples = [[Sample(a, [0.0] * len(a), "stop")] for a in answers]
             batch = build_rollout_batch(prompts, samples, pad_id=self.tokenizer.pad_token_id,
@@ -265,7 +256,6 @@ class PPOTrainer:
         """Generate ``generations_per_prompt`` samples per record and score them; returns the batch and env metrics.
 
         Group ids start at ``group_offset``, so that the batches of several attempts can be concatenated."""
-        from dataclasses import replace
 
         prompts = self.template.encode_many(records, self.tokenizer)
         sampling = self.exp.generation.sampling
@@ -364,8 +354,9 @@ class PPOTrainer:
         if self.exp.reward_shaping.whiten_token_rewards:
             token_rewards = whiten_rewards(token_rewards, mask, shift_mean=False)
         metrics["train/token_rewards_std"] = masked_var(token_rewards, mask).sqrt().item()
-        advantages, returns = self.estimator(token_rewards=token_rewards, mask=mask, values=batch.get("values"),
-                                             sequence_rewards=batch["rewards"], group_ids=batch["group_ids"])
+        advantages, returns = estimate_advantages(self.estimator, token_rewards=token_rewards, mask=mask,
+                                                  values=batch.get("values"), sequence_rewards=batch["rewards"],
+                                                  group_ids=batch["group_ids"])
         batch["advantages"] = advantages
         if returns is not None:
             batch["returns"] = returns
@@ -424,8 +415,6 @@ class PPOTrainer:
 
     def validate(self) -> dict[str, float]:
         """Greedy decoding on the held-out prompts: ``validation/accuracy`` and ``validation/avg_length``."""
-        from ppo.rollout.engine import SamplingConfig
-
         self.enter_phase("generate")
         sampling = self.exp.generation.sampling
         greedy = SamplingConfig(n=1, temperature=0.0, max_new_tokens=sampling.max_new_tokens,
@@ -549,7 +538,6 @@ class PPOTrainer:
     def export_hf(self) -> None:
         """``<run_dir>/export/policy`` and ``/critic``: the trained models as HF directories (through the driver:
         meant for models that fit in its memory), e.g. for another run's ``critic.model_path``."""
-        from ppo.models.export import write_hf_export
 
         self.enter_phase("train")
         for name, group in (("policy", self.policy), ("critic", self.critic)):
@@ -577,7 +565,6 @@ class PPOTrainer:
     def close(self) -> None:
         """Close the logs and the math workers, end this run's actors and placement, and stop Ray if this run
         started it (a driver that joined a runtime, such as a test's, leaves it running)."""
-        import ray
 
         if getattr(self, "metrics", None) is not None:
             self.metrics.close()

@@ -28,6 +28,7 @@ from typing import Any
 import fiddle as fdl
 
 from ppo.config.errors import ConfigError
+from ppo.metrics import CheckError, parse_check
 
 
 def _where(path: Path, err: BaseException) -> str:
@@ -128,8 +129,6 @@ class ExperimentFile:
         checks = nightly["checks"]
         if not isinstance(checks, (list, tuple)) or not all(isinstance(c, str) for c in checks):
             raise ConfigError(f"{where}['checks'] must be a list of strings")
-        from ppo.metrics import CheckError, parse_check
-
         for i, check in enumerate(checks):
             try:
                 parse_check(check)

@@ -13,6 +13,7 @@ import fiddle as fdl
 from fiddle.experimental import serialization
 
 from ppo.config.errors import ConfigError
+from ppo.config.paths import is_node, walk
 
 
 def _path_of(message: str) -> str:
@@ -21,8 +22,6 @@ def _path_of(message: str) -> str:
 
 
 def _first_unserializable(root: fdl.Buildable) -> str:
-    from ppo.config.paths import is_node, walk
-
     for loc in walk(root):
         if is_node(loc.value):
             continue

@@ -10,12 +10,11 @@ Every dataset becomes a list of :class:`Record` (prompt text, ground-truth answe
 - :func:`build_arithmetic_tokenizer`, :func:`build_gsm8k_tokenizer` build small tokenizers locally and
   deterministically, savable next to a model for transformers and vLLM.
 
-The tokenizer builders are imported lazily: they pull in ``transformers``, which the data loading does not need.
+The tokenizer builders live in :mod:`ppo.data.tokenizer` and are imported from there: they pull in
+``transformers``, which the data loading does not need, so this package does not re-export them.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from ppo.data.aime import load_aime2024
 from ppo.data.arithmetic import ArithmeticTask
@@ -31,13 +30,6 @@ from ppo.data.prompts import (
     filter_by_prompt_length,
 )
 from ppo.data.records import DatasetError, Record, read_rows
-
-_TOKENIZER_NAMES = (
-    "build_arithmetic_tokenizer",
-    "build_bpe_tokenizer",
-    "build_char_tokenizer",
-    "build_gsm8k_tokenizer",
-)
 
 __all__ = [
     "ArithmeticTask",
@@ -56,13 +48,5 @@ __all__ = [
     "load_dapo_math",
     "load_gsm8k",
     "read_rows",
-    *_TOKENIZER_NAMES,
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _TOKENIZER_NAMES:
-        from ppo.data import tokenizer
-
-        return getattr(tokenizer, name)
-    raise AttributeError(f"module 'ppo.data' has no attribute {name!r}")

@@ -7,6 +7,8 @@ runs ``compare_answers``.
 
 from __future__ import annotations
 
+import resource
+
 from ppo.envs.answer import extract_answer
 from ppo.envs.latex import latex_equal, quiet_math_verify
 from ppo.envs.math import score_answer
@@ -46,8 +48,6 @@ def limit_address_space(extra_bytes: int) -> None:
     would be either too tight to import or too loose to matter.
     """
     try:
-        import resource
-
         with open("/proc/self/status") as status:
             vm_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
         limit = vm_kb * 1024 + extra_bytes

@@ -20,6 +20,7 @@ import logging
 import multiprocessing
 import signal
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -44,8 +45,6 @@ def _init_worker(started: Any, initializer: Callable[..., None] | None, initargs
 def _run_chunk(fn: Callable[..., Any], items: list[tuple[int, tuple]]) -> list[tuple[bool, Any]]:
     """Run a chunk's items one after the other, announcing each before it starts; per item ``(True, result)``, or
     ``(False, traceback)`` for one that raised (the rest of the chunk still runs)."""
-    import traceback
-
     results = []
     for index, args in items:
         _started.put(index)

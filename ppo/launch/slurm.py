@@ -20,10 +20,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+import submitit
+from submitit.core.utils import JobPaths
+from submitit.slurm.slurm import _make_sbatch_string
+
 from ppo.config.errors import ConfigError
 from ppo.launch import rundir
 from ppo.launch.executors import SlurmExecutor
 from ppo.launch.rundir import GitState, write_json
+from ppo.launch.slurm_job import SlurmJob
 
 FOLDER = "slurm"
 SUCCESS = {"COMPLETED"}
@@ -71,8 +76,6 @@ def _command(executor: SlurmExecutor, folder: Path) -> str:
 
 def render_sbatch(executor: SlurmExecutor, job_name: str, run_dir: Path) -> str:
     """The sbatch script submitit would submit for this run directory."""
-    from submitit.slurm.slurm import _make_sbatch_string
-
     folder = Path(run_dir) / FOLDER
     try:
         return _make_sbatch_string(command=_command(executor, folder), folder=folder,
@@ -83,10 +86,6 @@ def render_sbatch(executor: SlurmExecutor, job_name: str, run_dir: Path) -> str:
 
 def submit(executor: SlurmExecutor, job_name: str, run_dir: Path) -> str:
     """Submit the run; records ``job.json`` and returns the SLURM job id."""
-    import submitit
-
-    from ppo.launch.slurm_job import SlurmJob
-
     run_dir = Path(run_dir).resolve()
     folder = run_dir / FOLDER
     with captured_stderr() as captured:
@@ -153,8 +152,6 @@ def check_submission(*, allow_dirty: bool, yes: bool, shown_by_dry_run: str, dif
 
 
 def job_handle(run_dir: Path, record: dict):
-    import submitit
-
     return submitit.SlurmJob(folder=Path(run_dir) / record["folder"], job_id=str(record["job_id"]),
                              tasks=range(int(record.get("tasks", 1))))
 
@@ -167,8 +164,6 @@ def job_state(run_dir: Path, record: dict) -> str:
 
 
 def task_logs(run_dir: Path, record: dict) -> list[Path]:
-    from submitit.core.utils import JobPaths
-
     folder = Path(run_dir) / record["folder"]
     paths = []
     for task in range(int(record.get("tasks", 1))):

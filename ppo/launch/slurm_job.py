@@ -35,10 +35,13 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import submitit
 
 from ppo.atomic import write_text_atomic
 from ppo.launch.executors import SlurmExecutor, executor_from_record
+from ppo.launch.job import run_job
+from ppo.launch.preemption import request_stop, run_stoppable
 from ppo.launch.rundir import read_json
 
 READY_LINE = "Ray runtime started"
@@ -56,8 +59,6 @@ class SlurmJob(submitit.helpers.Checkpointable):
         run_node(Path(self.run_dir))
 
     def checkpoint(self, *args, **kwargs):
-        from ppo.launch.preemption import request_stop
-
         settings = executor_from_record(read_json(Path(self.run_dir) / "launch.json")["executor"])
         stopped = request_stop(grace_s=max(settings.signal_delay_s - 20, 5))
         _say("the driver checkpointed and stopped; requeueing" if stopped else "requeueing")
@@ -100,8 +101,6 @@ class RayNode:
         return match.group(1) if match else None
 
     def stop(self, timeout: float = 30.0) -> None:
-        import psutil
-
         try:
             family = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.NoSuchProcess:
@@ -180,9 +179,6 @@ def run_node(run_dir: Path) -> None:
 
 
 def _run_head(run_dir, rendezvous, settings, args, log, nodes, timeout, attempt, token) -> None:
-    from ppo.launch.job import run_job
-    from ppo.launch.preemption import run_stoppable
-
     if settings.ray_auth_mode == "token":
         write_text_atomic(token, secrets.token_hex(32), mode=0o600)  # readable by its owner only
     head = None

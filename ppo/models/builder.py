@@ -11,6 +11,13 @@ from ppo.models.cpu_compat import apply_if_needed
 from ppo.models.recompute import Recompute
 
 
+def torch_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``"float32"``, ``"bfloat16"`` or ``"float16"`` (a spec's ``dtype``) as a torch dtype; a torch dtype as is."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+
+
 def default_device() -> torch.device:
     """The current CUDA device (the one Ray made visible to this process), else the CPU."""
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
@@ -60,7 +67,7 @@ def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32
     )
 
 
-def build_gpt_model(arch: Architecture, *, dtype: torch.dtype = torch.float32, device: torch.device | None = None,
+def build_gpt_model(arch: Architecture, *, dtype: str | torch.dtype = torch.float32, device: torch.device | None = None,
                     transformer_impl: str = layers.LOCAL, **config_overrides):
     """A ``GPTModel`` for this rank's tensor/pipeline shard (model parallel state must be initialised), on
     ``device`` (default: :func:`default_device`; a worker passes its own).
@@ -74,6 +81,7 @@ def build_gpt_model(arch: Architecture, *, dtype: torch.dtype = torch.float32, d
     from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
 
+    dtype = torch_dtype(dtype)
     layers.check(transformer_impl, sequence_parallel=config_overrides.get("sequence_parallel", False))
     spec = layers.layer_spec(transformer_impl)  # before Megatron's modules: a missing Transformer Engine, one line
     config = transformer_config(arch, dtype=dtype, **config_overrides)

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from ppo.models.architecture import Architecture
 
@@ -178,8 +179,6 @@ def megatron_to_hf(
 
 def load_hf_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """All tensors of an HF checkpoint directory (``model.safetensors`` or a sharded index)."""
-    from safetensors.torch import load_file
-
     path = Path(path)
     index = path / "model.safetensors.index.json"
     if index.is_file():
@@ -196,8 +195,6 @@ def load_hf_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
 
 def save_hf_checkpoint(state: dict[str, torch.Tensor], config: dict, path: str | Path) -> Path:
     """Write ``config.json`` and ``model.safetensors`` so that ``transformers`` and vLLM load the directory."""
-    from safetensors.torch import save_file
-
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(config, indent=2))

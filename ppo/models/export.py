@@ -11,16 +11,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from safetensors.torch import save
+
+from ppo.atomic import write_bytes_atomic
+
 WEIGHTS = "model.safetensors"
 
 
 def save_weights(state: dict, path: str | Path) -> None:
     """``state`` (names → tensors) as one safetensors file at ``path``, written atomically; each tensor is copied
     contiguous first, since exported tied weights may share memory, which safetensors refuses."""
-    from safetensors.torch import save
-
-    from ppo.atomic import write_bytes_atomic
-
     write_bytes_atomic(path, save({k: v.detach().clone().contiguous() for k, v in state.items()}))
 
 

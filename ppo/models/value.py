@@ -11,7 +11,7 @@ import dataclasses
 import torch
 
 from ppo.models.architecture import Architecture
-from ppo.models.builder import build_gpt_model
+from ppo.models.builder import build_gpt_model, torch_dtype
 from ppo.models.forward import hidden_states
 
 
@@ -25,12 +25,14 @@ class ValueHead(torch.nn.Module):
         return torch.nn.functional.linear(hidden, self.weight), None
 
 
-def build_value_model(arch: Architecture, *, dtype: torch.dtype = torch.float32, init_std: float = 0.02, **overrides):
+def build_value_model(arch: Architecture, *, dtype: str | torch.dtype = torch.float32, init_std: float = 0.02,
+                      **overrides):
     """A ``GPTModel`` whose output layer is a ``ValueHead`` (randomly initialised; load ``score.weight`` to warm-start).
 
     Embeddings are never tied in the critic: its head is not the embedding matrix.
     """
     untied = dataclasses.replace(arch, tie_word_embeddings=False)
+    dtype = torch_dtype(dtype)
     model = build_gpt_model(untied, dtype=dtype, **overrides)
     if model.post_process:
         device = next(model.parameters()).device

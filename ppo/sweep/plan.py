@@ -30,6 +30,7 @@ from ppo.config.paths import locate
 from ppo.config.printing import Change, diff
 from ppo.launch.executors import SlurmExecutor
 from ppo.launch.prepare import Prepared, Request, prepare
+from ppo.launch.rundir import safe_name
 from ppo.sweep.spec import LoadedSweep
 from ppo.sweep.trials import Trial, make_trials
 
@@ -153,6 +154,4 @@ def _check_gpu_budget(plan: SweepPlan) -> None:
 
 
 def default_sweep_dir(name: str, root: str | Path = "runs") -> Path:
-    from ppo.launch.rundir import safe_name
-
     return Path(root) / "sweeps" / safe_name(name)

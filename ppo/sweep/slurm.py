@@ -16,11 +16,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import submitit
+from submitit.slurm.slurm import _make_sbatch_string
+
 from ppo.config.errors import ConfigError
 from ppo.launch.executors import SlurmExecutor, executor_from_record
 from ppo.launch.job import STATUS_FILE
 from ppo.launch.rundir import read_json, write_json
 from ppo.launch.slurm import FAILURE, captured_stderr, failure_detail, python_command, sbatch_parameters
+from ppo.launch.slurm_job import SlurmJob
 from ppo.sweep.state import DONE, FAILED, PENDING, RUNNING
 
 FOLDER = "slurm"
@@ -30,8 +34,6 @@ ACTIVE = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING"}
 
 def array_sbatch(executor: SlurmExecutor, job_name: str, folder: Path, count: int, parallelism: int) -> str:
     """The sbatch script of an array of ``count`` trials, ``parallelism`` at a time (what ``--dry-run`` shows)."""
-    from submitit.slurm.slurm import _make_sbatch_string
-
     command = f"{python_command(executor)} -u -m submitit.core._submit {folder}"
     params = sbatch_parameters(executor, job_name)
     if count > 1:
@@ -49,10 +51,6 @@ def submit_array(folder: Path, job_name: str, run_dirs: list[Path], parallelism:
     Each run directory's ``job.json`` is written with its job id.  A refusal by sbatch is a :class:`ConfigError`
     with sbatch's own line.
     """
-    import submitit
-
-    from ppo.launch.slurm_job import SlurmJob
-
     folder = Path(folder).resolve()
     groups: dict[str, list[int]] = {}
     executors = [_executor_of(d) for d in run_dirs]
@@ -87,8 +85,6 @@ def submit_array(folder: Path, job_name: str, run_dirs: list[Path], parallelism:
 
 
 def _handle(folder: Path, job_id: str):
-    import submitit
-
     return submitit.SlurmJob(folder=Path(folder), job_id=str(job_id))
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ppo.config.errors import ConfigError
+from ppo.config.loading import load_module
 from ppo.sweep.axes import AXIS_TYPES, Axis, Point, expand
 from ppo.sweep.stopping import EarlyStopping
 
@@ -171,8 +172,6 @@ def is_sweep_file(path: str | Path) -> bool:
 
 def load_sweep(path: str | Path) -> LoadedSweep:
     """Import the sweep file and check its ``SWEEP`` (one-line :class:`ConfigError` on any problem)."""
-    from ppo.config.loading import load_module
-
     path = Path(path)
     module = load_module(path)
     spec = getattr(module, "SWEEP", None)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 from datetime import timedelta
+from multiprocessing.reduction import ForkingPickler
 
 import torch
+import torch.multiprocessing as mp
 
 REFIT_GROUP_TIMEOUT = timedelta(minutes=10)
 
@@ -66,18 +68,14 @@ def unpack(buffer: torch.Tensor, bucket: list[TensorEntry]) -> dict[str, torch.T
 
 def ipc_handle(buffer: torch.Tensor) -> bytes:
     """A handle another process on the same device opens without copying (CUDA IPC, or CPU shared memory)."""
-    from multiprocessing.reduction import ForkingPickler
-
-    import torch.multiprocessing as mp
-
     if buffer.device.type == "cpu":
         mp.set_sharing_strategy("file_system")  # a named shared-memory file: any local process can open it
     return bytes(ForkingPickler.dumps(buffer))
 
 
 def open_ipc_handle(handle: bytes) -> torch.Tensor:
-    import torch.multiprocessing  # noqa: F401 - registers the tensor reductions the handle refers to
-
+    """The tensor behind :func:`ipc_handle`'s handle (``torch.multiprocessing``, imported above, registers the
+    reductions it refers to)."""
     return pickle.loads(handle)
 
 

@@ -16,14 +16,13 @@ import torch
 from ppo.rollout.engine import SamplingConfig, VLLMGeneration
 from ppo.workers.buckets import RefitGroup, bucket_size, open_ipc_handle, unpack
 from ppo.workers.deadline import get_within
+from ppo.workers.logs import redirect_output, worker_log
 
 
 class GenerationWorker:
     """Builds the engine inside the actor's process (never in the driver) and serves generate / refit / sleep."""
 
     def __init__(self, cfg: VLLMGeneration, index: int = 0, log_file: str | None = None):
-        from ppo.workers.logs import redirect_output
-
         redirect_output(log_file)
         self.index = index
         self.engine = cfg.build()
@@ -78,8 +77,6 @@ def spawn_generation_worker(cfg: VLLMGeneration, index: int = 0, **options):
 
 def start_generation_worker(cfg: VLLMGeneration, index: int = 0, log_dir: str | None = None, **options):
     """Start engine ``index`` (``log_dir``: where its output goes, see :mod:`ppo.workers.logs`)."""
-    from ppo.workers.logs import worker_log
-
     options = {"num_cpus": 1, "num_gpus": 0, **options}
     return ray.remote(GenerationWorker).options(**options).remote(cfg, index, worker_log(log_dir, "engine", index))
 

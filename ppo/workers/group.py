@@ -11,6 +11,11 @@ from __future__ import annotations
 import ray
 
 from ppo.workers.deadline import get_within
+from ppo.workers.logs import worker_log
+from ppo.workers.placement import cpu_placement
+from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
+from ppo.workers.policy import PolicyWorker
+from ppo.workers.value import ValueWorker
 
 RENDEZVOUS_ATTEMPTS = 3
 
@@ -25,8 +30,6 @@ class WorkerGroup:
         """``placement``: a :class:`ppo.workers.placement.Placement` whose plan has ``world_size`` ranks of ``role``;
         by default every rank is a CPU process on the driver's node.  ``log_dir``: where each rank's output goes
         (:mod:`ppo.workers.logs`)."""
-        from ppo.workers.logs import worker_log
-
         if placement is None:
             placement = local_placement(role, world_size)
         remote_cls = ray.remote(max_concurrency=1)(worker_cls)
@@ -90,8 +93,6 @@ class PolicyGroup(MegatronGroup):
 
     def __init__(self, spec, model_path: str, *, with_reference: bool, placement=None, seed: int = 0,
                  log_dir: str | None = None):
-        from ppo.workers.policy import PolicyWorker
-
         super().__init__(PolicyWorker, spec, model_path, with_reference=with_reference, world_size=spec.world_size,
                          placement=placement, role="policy", seed=seed, log_dir=log_dir)
 
@@ -127,8 +128,6 @@ class ValueGroup(MegatronGroup):
 
     def __init__(self, spec, model_path: str, *, hf_state: dict | None = None, init_checkpoint: str | None = None,
                  placement=None, seed: int = 0, log_dir: str | None = None):
-        from ppo.workers.value import ValueWorker
-
         super().__init__(ValueWorker, spec, model_path, hf_state=hf_state, init_checkpoint=init_checkpoint,
                          world_size=spec.world_size, placement=placement, role="critic", seed=seed, log_dir=log_dir)
 
@@ -146,9 +145,6 @@ class ValueGroup(MegatronGroup):
 
 def local_placement(role: str, world_size: int):
     """A CPU-only placement of ``world_size`` ranks of ``role`` on the driver's node (for tests and tools)."""
-    from ppo.workers.placement import cpu_placement
-    from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
-
     plan = plan_placement(nodes=1, gpus_per_node=0, groups=[GroupLayout(role, data=world_size)],
                           generation=EngineLayout())
     return cpu_placement(plan)

@@ -31,7 +31,7 @@ class MegatronWorker:
                           MASTER_PORT=str(master_port))
         if spec.num_threads:
             torch.set_num_threads(spec.num_threads)
-        from ppo.models.parallel import initialize
+        from ppo.models.distributed import initialize
 
         initialize(spec.parallel, seed=seed)
         self.spec = spec

@@ -18,11 +18,15 @@ node's IP, as Ray reports it, and a port that was free there.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+import ray
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+
 from ppo.workers.plan import PlacementPlan, Slot
+from ppo.workers.ports import free_port
 
 GPU_SHARES = {"policy": 0.4, "critic": 0.3, "generation": 0.3}
 """Fractions of each GPU requested per role; Ray only needs them to sum to at most 1 for the actors to share it."""
@@ -32,24 +36,12 @@ class PlacementTimeout(TimeoutError):
     pass
 
 
-def free_port() -> int:
-    """A port free on every interface of this node: torch's TCPStore listens on all interfaces, so a port free on
-    one address alone may still be taken."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 def node_address() -> tuple[str, int]:
     """Runs where it is called: this node's IP as Ray knows it, and a port free on it."""
-    import ray
-
     return ray.util.get_node_ip_address(), free_port()
 
 
 def _gpu_ids() -> list:
-    import ray
-
     return ray.get_gpu_ids()
 
 
@@ -58,8 +50,6 @@ def cluster_shape() -> tuple[int, int]:
 
     Nodes with different GPU counts are refused: the plan lays ranks out over identical nodes.
     """
-    import ray
-
     counts = [int(n["Resources"].get("GPU", 0)) for n in ray.nodes() if n["Alive"]]
     counts = [c for c in counts if c > 0]
     if not counts:
@@ -92,11 +82,7 @@ class Placement:
 
     def _strategy(self, slot: Slot) -> Any:
         if not self.node_groups:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
             return NodeAffinitySchedulingStrategy(node_id=self.cpu_node, soft=False)
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
         return PlacementGroupSchedulingStrategy(placement_group=self.node_groups[slot.node],
                                                 placement_group_bundle_index=slot.gpu,
                                                 placement_group_capture_child_tasks=True)
@@ -118,15 +104,11 @@ class Placement:
 
     def rendezvous(self, role: str) -> tuple[str, int]:
         """Rank 0's node IP (as Ray reports it) and a port free there, probed in rank 0's slot."""
-        import ray
-
         slot = self.plan.ranks[role][0]
         probe = ray.remote(node_address).options(num_cpus=0, num_gpus=0, scheduling_strategy=self._strategy(slot))
         return ray.get(probe.remote())
 
     def release(self) -> None:
-        from ray.util.placement_group import remove_placement_group
-
         for group in self.node_groups:
             remove_placement_group(group)
         self.node_groups = []
@@ -134,16 +116,11 @@ class Placement:
 
 def cpu_placement(plan: PlacementPlan, num_cpus: float = 0.5) -> Placement:
     """Every actor on the driver's node with ``num_cpus`` CPU shares (no GPUs)."""
-    import ray
-
     return Placement(plan, cpu_node=ray.get_runtime_context().get_node_id(), num_cpus=num_cpus)
 
 
 def reserve(plan: PlacementPlan, *, timeout_s: float = 600) -> Placement:
     """Reserve ``plan``'s GPUs in the connected Ray cluster (a CPU-only plan reserves nothing)."""
-    import ray
-    from ray.util.placement_group import placement_group
-
     if plan.cpu_only:
         return cpu_placement(plan)
     groups = [placement_group([{"GPU": 1}] * plan.gpus_per_node, strategy="STRICT_PACK", name=f"ppo-node{n}")

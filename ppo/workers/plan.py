@@ -24,6 +24,8 @@ A GPU a role does not use sits idle while that role works; a plan with idle GPUs
 
 from __future__ import annotations
 
+import glob
+import os
 from dataclasses import dataclass
 
 ROLE_LETTER = {"policy": "P", "critic": "C", "generation": "E"}
@@ -246,3 +248,10 @@ def _refuse_idle(plan: PlacementPlan, groups: list[GroupLayout], generation: Eng
             f"uses {generation.world_size} of the {len(gen_pool)} GPUs, the rest idle while it generates; set "
             f"generation.num_engines={len(gen_pool) // generation.tensor} (or allow_idle_gpus=True)")
 
+
+def machine_gpus() -> int:
+    """GPUs a job started on this machine sees: ``CUDA_VISIBLE_DEVICES`` when set, else the NVIDIA device nodes."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and not d.strip().startswith("-")])
+    return len(glob.glob("/dev/nvidia[0-9]*"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ppo.algorithms import clipped_pg_loss
+from ppo.algorithms.policy_loss import clipped_pg_loss
 from ppo.models.architecture import Architecture
 from ppo.models.forward import token_logprobs
 from ppo.rollout.batch import to_device

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ppo.models import layers
 from ppo.models.optim import OptimizerSettings
 from ppo.models.parallel import ParallelConfig
 from ppo.models.recompute import Recompute
-
-if TYPE_CHECKING:
-    import torch
 
 
 @dataclass
@@ -49,19 +45,13 @@ class MegatronModelSpec:
     def model_options(self) -> dict:
         """The keyword arguments of ``ppo.models.builder.build_gpt_model`` (and ``build_value_model``) that this
         spec sets; the worker adds its ``device``."""
-        return dict(dtype=self.torch_dtype, transformer_impl=self.transformer_impl, recompute=self.recompute,
+        return dict(dtype=self.dtype, transformer_impl=self.transformer_impl, recompute=self.recompute,
                     sequence_parallel=self.parallel.sequence_parallel)
 
     @property
     def world_size(self) -> int:
         """Processes (GPUs) of the group: ``tensor × pipeline × context × data_parallel``."""
         return self.parallel.model_parallel_size * self.data_parallel
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        import torch
-
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[self.dtype]
 
 
 @dataclass

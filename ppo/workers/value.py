@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ppo.algorithms import value_loss
+from ppo.algorithms.critic_loss import value_loss
 from ppo.models.architecture import Architecture
 from ppo.models.value import token_values
 from ppo.workers.megatron_worker import MegatronWorker

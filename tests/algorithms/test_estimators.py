@@ -1,24 +1,18 @@
 import pytest
 import torch
 
-from ppo.algorithms import (
-    GAE,
-    GRPO,
-    RLOO,
-    RawReward,
-    ReinforcePlusPlus,
-    length_adaptive_lambda,
-    make_advantage_estimator,
-    masked_mean,
-    masked_var,
-    token_level_rewards,
-)
+from ppo.algorithms.advantages import estimate_advantages, policy_lambda
+from ppo.algorithms.estimators import GAE, GRPO, RLOO, RawReward, ReinforcePlusPlus, make_advantage_estimator
+from ppo.algorithms.gae import length_adaptive_lambda
+from ppo.algorithms.masked import masked_mean, masked_var
+from ppo.algorithms.rewards import token_level_rewards
 from tests.algorithms import reference as ref
 
 
 def call(estimator, batch):
     token_rewards = token_level_rewards(batch["sequence_rewards"], batch["mask"])
-    return estimator(
+    return estimate_advantages(
+        estimator,
         token_rewards=token_rewards,
         mask=batch["mask"],
         values=batch["values"],
@@ -50,14 +44,14 @@ def test_vapo_decoupled_returns_from_value_lambda_advantages_from_length_adaptiv
     adv_ref, _ = ref.gae(r, v, m, 1.0, lams)
     torch.testing.assert_close(ret, torch.tensor(ret_ref, dtype=torch.float64))
     torch.testing.assert_close(adv, torch.tensor(adv_ref, dtype=torch.float64))
-    torch.testing.assert_close(est.policy_lambda(batch["mask"]), length_adaptive_lambda(batch["mask"].sum(-1), 0.05))
+    torch.testing.assert_close(policy_lambda(est, batch["mask"]), length_adaptive_lambda(batch["mask"].sum(-1), 0.05))
 
 
 def test_lambda_priority():
     mask = torch.ones(2, 4)
-    assert GAE(lam=0.9).policy_lambda(mask) == 0.9 and not GAE(lam=0.9).decoupled
-    assert GAE(lam=0.9, lam_policy=0.5).policy_lambda(mask) == 0.5
-    assert GAE(lam=0.9, lam_policy=0.5, length_adaptive_alpha=0.5).policy_lambda(mask).tolist() == [0.5, 0.5]
+    assert policy_lambda(GAE(lam=0.9), mask) == 0.9 and not GAE(lam=0.9).decoupled
+    assert policy_lambda(GAE(lam=0.9, lam_policy=0.5), mask) == 0.5
+    assert policy_lambda(GAE(lam=0.9, lam_policy=0.5, length_adaptive_alpha=0.5), mask).tolist() == [0.5, 0.5]
     assert GAE(lam_value=1.0).decoupled
 
 
@@ -98,7 +92,8 @@ def test_reinforce_plus_plus_equals_reference(batch, baseline):
     R, ids = batch["sequence_rewards"].tolist(), batch["group_ids"].tolist()
     kl = batch["logprobs"] - batch["ref_logprobs"]
     token_rewards = token_level_rewards(batch["sequence_rewards"], batch["mask"], kl=kl, kl_coef=0.1)
-    adv, _ = ReinforcePlusPlus(gamma=0.9, baseline=baseline)(
+    adv, _ = estimate_advantages(
+        ReinforcePlusPlus(gamma=0.9, baseline=baseline),
         token_rewards=token_rewards, mask=batch["mask"], sequence_rewards=batch["sequence_rewards"],
         group_ids=batch["group_ids"],
     )
@@ -115,7 +110,7 @@ def test_reinforce_plus_plus_equals_reference(batch, baseline):
 
 def test_factory_builds_every_estimator_and_suggests_on_typos():
     for name in ["gae", "raw_reward", "grpo", "rloo", "reinforce++", "reinforce++_baseline"]:
-        assert callable(make_advantage_estimator(name))
+        assert type(make_advantage_estimator(name)) in estimate_advantages.registry
     assert make_advantage_estimator("reinforce++_baseline").baseline
     assert make_advantage_estimator("gae", lam=0.5).lam == 0.5
     with pytest.raises(ValueError, match="did you mean 'grpo'"):

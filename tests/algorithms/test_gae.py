@@ -3,7 +3,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppo.algorithms import compute_gae, compute_gae_loop, length_adaptive_lambda
+from ppo.algorithms.gae import compute_gae, compute_gae_loop, length_adaptive_lambda
 from tests.algorithms import reference as ref
 
 

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ppo.algorithms import KLController, adaptive_kl_coef, kl_penalty
+from ppo.algorithms.kl import KLController, adaptive_kl_coef, kl_penalty
 from tests.algorithms import reference as ref
 
 

@@ -1,10 +1,9 @@
 import pytest
 import torch
 
-from ppo.algorithms import (
+from ppo.algorithms.masked import masked_mean, masked_var
+from ppo.algorithms.rewards import (
     last_trainable_index,
-    masked_mean,
-    masked_var,
     overlong_penalty,
     scale_rewards,
     token_level_rewards,

@@ -3,7 +3,9 @@ import math
 import pytest
 import torch
 
-from ppo.algorithms import dynamic_sampling_mask, group_mean_std, reduce_metrics
+from ppo.algorithms.advantages import group_mean_std
+from ppo.algorithms.metrics import reduce_metrics
+from ppo.algorithms.sampling import dynamic_sampling_mask
 
 
 def test_dynamic_sampling_drops_all_equal_groups():

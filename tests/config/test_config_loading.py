@@ -4,8 +4,8 @@ import textwrap
 import fiddle as fdl
 import pytest
 
-from ppo.config import ConfigError, load_experiment, load_module
-from ppo.config.loading import module_name_for
+from ppo.config.errors import ConfigError
+from ppo.config.loading import load_experiment, load_module, module_name_for
 
 GOOD = """
 import fiddle as fdl

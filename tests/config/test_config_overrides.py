@@ -1,7 +1,8 @@
 import fiddle as fdl
 import pytest
 
-from ppo.config import ConfigError, apply_override, parse_override, parse_value, set_tag
+from ppo.config.errors import ConfigError
+from ppo.config.overrides import apply_override, parse_override, parse_value, set_tag
 from ppo.config.paths import locate, required_unset
 from tests.config.graphs import Loader, Model, Optimizer, Run, graph, kwargs_fn
 

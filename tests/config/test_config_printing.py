@@ -1,8 +1,8 @@
 import fiddle as fdl
 
-from ppo.config import EditLog, apply_override, diff, flattened_text
+from ppo.config.overrides import apply_override
 from ppo.config.paths import ABSENT
-from ppo.config.printing import NodeRef
+from ppo.config.printing import EditLog, NodeRef, diff, flattened_text
 from tests.config.graphs import OtherOptimizer, graph
 
 

@@ -3,7 +3,10 @@ import json
 import fiddle as fdl
 import pytest
 
-from ppo.config import ConfigError, apply_override, diff, flattened_text, from_json, to_json
+from ppo.config.errors import ConfigError
+from ppo.config.overrides import apply_override
+from ppo.config.printing import diff, flattened_text
+from ppo.config.serialization import from_json, to_json
 from ppo.launch import SlurmExecutor
 from tests.config.graphs import graph
 

@@ -16,13 +16,13 @@ def gsm8k_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def gsm8k_tokenizer(gsm8k_dir):
-    from ppo.data import build_gsm8k_tokenizer
+    from ppo.data.tokenizer import build_gsm8k_tokenizer
 
     return build_gsm8k_tokenizer(gsm8k_dir / "train.jsonl")
 
 
 @pytest.fixture(scope="session")
 def arithmetic_tokenizer():
-    from ppo.data import build_arithmetic_tokenizer
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
 
     return build_arithmetic_tokenizer()

@@ -5,15 +5,8 @@ import logging
 import pytest
 from tokenizers import processors
 
-from ppo.data import (
-    DAPO_MATH_TEMPLATE,
-    GSM8K_TEMPLATE,
-    PromptTemplate,
-    Record,
-    build_char_tokenizer,
-    filter_by_prompt_length,
-    load_gsm8k,
-)
+from ppo.data import DAPO_MATH_TEMPLATE, GSM8K_TEMPLATE, PromptTemplate, Record, filter_by_prompt_length, load_gsm8k
+from ppo.data.tokenizer import build_char_tokenizer
 
 RECORD = Record(prompt="12+34=", ground_truth="46", id="r0", metadata={"topic": "sums"})
 

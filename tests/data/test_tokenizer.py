@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from ppo.data import ArithmeticTask, build_arithmetic_tokenizer, build_bpe_tokenizer, build_char_tokenizer, load_gsm8k
-from ppo.data.tokenizer import ROLE_TOKENS
+from ppo.data import ArithmeticTask, load_gsm8k
+from ppo.data.tokenizer import ROLE_TOKENS, build_arithmetic_tokenizer, build_bpe_tokenizer, build_char_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,12 +111,12 @@ def test_save_and_load_through_auto_tokenizer(tmp_path, build, arithmetic_tokeni
 
 def test_builds_are_byte_identical_across_processes(tmp_path, gsm8k_dir):
     build_arithmetic_tokenizer().save_pretrained(tmp_path / "arith_here")
-    from ppo.data import build_gsm8k_tokenizer
+    from ppo.data.tokenizer import build_gsm8k_tokenizer
 
     build_gsm8k_tokenizer(gsm8k_dir / "train.jsonl", vocab_size=700).save_pretrained(tmp_path / "bpe_here")
     run_python(
         f"""
-        from ppo.data import build_arithmetic_tokenizer, build_gsm8k_tokenizer
+        from ppo.data.tokenizer import build_arithmetic_tokenizer, build_gsm8k_tokenizer
         build_arithmetic_tokenizer().save_pretrained({str(tmp_path / "arith_there")!r})
         build_gsm8k_tokenizer({str(gsm8k_dir / "train.jsonl")!r}, vocab_size=700).save_pretrained(
             {str(tmp_path / "bpe_there")!r})
@@ -144,7 +144,7 @@ def test_vllm_loads_the_saved_tokenizers_and_generates_with_one(tmp_path, arithm
         import torch
         from transformers import Qwen2Config, Qwen2ForCausalLM
         from vllm.tokenizers import get_tokenizer
-        from ppo.data import build_arithmetic_tokenizer
+        from ppo.data.tokenizer import build_arithmetic_tokenizer
 
         result = {{}}
         for name, text in (("arith", "12+34=46"), ("bpe", "Weng earns $12 an hour.")):

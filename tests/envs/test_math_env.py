@@ -7,7 +7,7 @@ from itertools import combinations
 import pytest
 import torch
 
-from ppo.envs import MathEnvironment
+from ppo.envs.math_env import MathEnvironment
 from ppo.envs.pass_at_k import grouped_pass_at_k, pass_at_k
 from ppo.envs.pool import TimeoutPool
 

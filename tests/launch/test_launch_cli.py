@@ -7,8 +7,9 @@ import sys
 import fiddle as fdl
 import pytest
 
-from ppo.config import diff, from_json
 from ppo.config.errors import ConfigError
+from ppo.config.printing import diff
+from ppo.config.serialization import from_json
 from ppo.launch import cli, rundir, slurm
 from ppo.launch.job import load_stored_config
 from ppo.metrics import read_records

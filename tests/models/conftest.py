@@ -36,7 +36,8 @@ def make_hf_model(model_type: str, *, tied: bool, seed: int = 0):
 @pytest.fixture(scope="session")
 def megatron_world():
     """A torch.distributed world of one (gloo) with Megatron's model-parallel groups at TP=PP=1."""
-    from ppo.models.parallel import ParallelConfig, initialize
+    from ppo.models.distributed import initialize
+    from ppo.models.parallel import ParallelConfig
 
     initialize(ParallelConfig(), seed=1234)
     yield

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from ppo.algorithms import clipped_pg_loss, value_loss
+from ppo.algorithms.critic_loss import value_loss
+from ppo.algorithms.policy_loss import clipped_pg_loss
 from ppo.models.forward import token_logprobs
 from ppo.models.optim import OptimizerSettings, learning_rate
 from ppo.models.training import ModelTrainer

@@ -52,7 +52,8 @@ def compute(hf_dir: str, world_size: int, tensor: int) -> dict:
 
 
 def main(hf_dir: str, out: str, tensor: int) -> None:
-    from ppo.models.parallel import ParallelConfig, initialize
+    from ppo.models.distributed import initialize
+    from ppo.models.parallel import ParallelConfig
 
     initialize(ParallelConfig(tensor=tensor), seed=1234)
     if os.environ.get("RESUME_FROM"):

@@ -16,7 +16,7 @@ def ray_runtime():
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    from ppo.data import build_arithmetic_tokenizer
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
     from ppo.models.tiny import create_tiny_model
 
     return create_tiny_model(tmp_path_factory.mktemp("tiny") / "model", build_arithmetic_tokenizer(), seed=0)

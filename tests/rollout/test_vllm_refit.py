@@ -7,7 +7,7 @@ import pytest
 import ray
 import torch
 
-from ppo.algorithms import masked_mean
+from ppo.algorithms.masked import masked_mean
 from ppo.models.architecture import Architecture
 from ppo.models.builder import build_gpt_model
 from ppo.models.convert import hf_to_megatron, load_hf_state_dict, load_megatron_state, megatron_to_hf

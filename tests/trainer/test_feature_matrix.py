@@ -42,26 +42,13 @@ class Recorder:
         self.estimates: list[dict] = []
 
 
-class RecordingEstimator:
-    def __init__(self, estimator, recorder: Recorder):
-        self.estimator, self.recorder = estimator, recorder
-
-    def __getattr__(self, name):
-        return getattr(self.estimator, name)
-
-    def __call__(self, **inputs):
-        advantages, returns = self.estimator(**inputs)
-        self.recorder.estimates.append({**{k: v for k, v in inputs.items() if v is not None},
-                                        "advantages": advantages, "returns": returns})
-        return advantages, returns
-
-
 def record(monkeypatch) -> Recorder:
     """Make every PPOTrainer of this process record what it sees into the returned :class:`Recorder`."""
+    import ppo.trainer
     from ppo.trainer import PPOTrainer
 
     seen = Recorder()
-    rollout, collect, setup = PPOTrainer.rollout, PPOTrainer.collect, PPOTrainer.setup
+    rollout, collect, estimate = PPOTrainer.rollout, PPOTrainer.collect, ppo.trainer.estimate_advantages
 
     def recording_rollout(self, records, **kwargs):
         batch, env_metrics = rollout(self, records, **kwargs)
@@ -73,13 +60,15 @@ def record(monkeypatch) -> Recorder:
         seen.batches.append({k: v.clone() for k, v in batch.items() if isinstance(v, torch.Tensor)})
         return batch, env_metrics
 
-    def recording_setup(self):
-        setup(self)
-        self.estimator = RecordingEstimator(self.estimator, seen)
+    def recording_estimate(estimator, **inputs):
+        advantages, returns = estimate(estimator, **inputs)
+        seen.estimates.append({**{k: v for k, v in inputs.items() if v is not None},
+                               "advantages": advantages, "returns": returns})
+        return advantages, returns
 
     monkeypatch.setattr(PPOTrainer, "rollout", recording_rollout)
     monkeypatch.setattr(PPOTrainer, "collect", recording_collect)
-    monkeypatch.setattr(PPOTrainer, "setup", recording_setup)
+    monkeypatch.setattr(ppo.trainer, "estimate_advantages", recording_estimate)
     return seen
 
 

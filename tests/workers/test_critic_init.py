@@ -9,12 +9,12 @@ import os
 import pytest
 import torch
 
-from ppo.workers.placement import free_port
+from ppo.workers.ports import free_port
 
 
 @pytest.fixture
 def model_dir(tmp_path):
-    from ppo.data import build_arithmetic_tokenizer
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
     from ppo.models.tiny import create_tiny_model
 
     saved = dict(os.environ)

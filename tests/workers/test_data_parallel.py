@@ -44,7 +44,7 @@ def ppo_batch(model_dir, tokenizer, seed: int = 0) -> dict:
 
 
 def test_two_data_parallel_replicas_train_like_one_process(ray_local, tmp_path):
-    from ppo.data import build_arithmetic_tokenizer
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
     from ppo.models.optim import OptimizerSettings
     from ppo.models.tiny import create_tiny_model
     from ppo.workers.group import WorkerGroup

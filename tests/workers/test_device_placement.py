@@ -112,9 +112,9 @@ def stand_in_gpu():
 
 @pytest.fixture(scope="module")
 def workers(stand_in_gpu, tmp_path_factory):
-    from ppo.data import build_arithmetic_tokenizer
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
     from ppo.models.tiny import create_tiny_model
-    from ppo.workers.placement import free_port
+    from ppo.workers.ports import free_port
     from ppo.workers.specs import MegatronCritic, MegatronPolicy, PolicyLoss
 
     saved_env = dict(os.environ)

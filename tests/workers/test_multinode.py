@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from ppo.metrics import load_metrics
-from ppo.workers.placement import free_port
+from ppo.workers.ports import free_port
 
 pytestmark = pytest.mark.slow
 

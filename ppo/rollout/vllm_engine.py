@@ -1,0 +1,146 @@
+"""The vLLM engine that :class:`ppo.rollout.engine.VLLMGeneration` describes, built in the calling process.
+
+Imported only where an engine runs (a generation worker, a test, a bench script): it imports torch and vLLM.
+In-process at TP = 1 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ~2 s start instead of 12–20 s); in-process vLLM replaces
+``torch.set_num_threads`` for the whole process, so an engine must not share a process with a trainer.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+
+import torch
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save as save_safetensors
+from vllm import LLM, SamplingParams
+from vllm.inputs import TokensPrompt
+
+from ppo.rollout.engine import Sample, SamplingConfig, VLLMGeneration
+
+
+def _reload_tensors(worker, tensors: dict) -> None:
+    """Runs in the vLLM worker of an in-process engine: reload HF-named tensors in place (no copy to bytes)."""
+    worker.reload_weights(weights_iterator=iter(tensors.items()))
+
+
+def _reload_from_safetensors(worker, payload: bytes) -> None:
+    """Runs inside each vLLM worker process: load HF-named tensors from bytes and reload them in place."""
+    worker.reload_weights(weights_iterator=iter(load_safetensors(payload).items()))
+
+
+def _repack_tied_head(worker) -> None:
+    """After a refit.  With tied embeddings the checkpoint has no ``lm_head.weight``, so vLLM's reload never revisits
+    the LM head; its weight is the (updated) embedding, but CPU kernels keep a pre-packed copy made at load time
+    (oneDNN / sgl packing in ``process_weights_after_loading``).  Re-running that step re-packs the head from the
+    new weight; on GPUs it is a no-op for unquantized layers."""
+    model = worker.model_runner.get_model()
+    head = getattr(model, "lm_head", None)
+    if getattr(model.config, "tie_word_embeddings", False) and hasattr(head, "quant_method"):
+        head.quant_method.process_weights_after_loading(head)
+
+
+class VLLMEngine:
+    def __init__(self, cfg: VLLMGeneration):
+        if cfg.tensor_parallel_size == 1:
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        self.in_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
+        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # refit sends a function to the workers
+        self.cfg = cfg
+        kwargs = dict(
+            model=cfg.model_path,
+            tensor_parallel_size=cfg.tensor_parallel_size,
+            dtype=cfg.dtype,
+            max_model_len=cfg.max_model_len,
+            enforce_eager=cfg.enforce_eager,
+            seed=cfg.seed,
+            logprobs_mode="processed_logprobs",
+        )
+        if cfg.max_num_seqs is not None:
+            kwargs["max_num_seqs"] = cfg.max_num_seqs
+        if torch.cuda.is_available():
+            kwargs.update(gpu_memory_utilization=cfg.gpu_memory_utilization, enable_sleep_mode=True)
+        if cfg.kv_cache_bytes is not None:
+            kwargs["kv_cache_memory_bytes"] = cfg.kv_cache_bytes
+        elif not torch.cuda.is_available():
+            kwargs["kv_cache_memory_bytes"] = 64 << 20
+        if not torch.cuda.is_available():
+            # A prompt prefilled in chunks has its sampled token discarded, and for a seeded request vLLM then
+            # rewinds the generator's offset, which CPU generators do not support ("CPU Generator does not use
+            # offset").  Whole-prompt prefills avoid that path; the batch budget must then hold the longest prompt.
+            kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(cfg.max_model_len, 8192))
+        self.llm = LLM(**kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.asleep = False
+
+    def generate(
+        self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None,
+        first_index: int = 0,
+    ) -> list[list[Sample]]:
+        """``n`` samples per prompt (token-id prompts), each with its sampled-token logprobs and finish reason.
+
+        With ``seed`` the samples depend only on (seed, prompt, weights): prompt i uses ``seed + i·n`` and its
+        samples ``+ 0 … n−1``, so a resumed run regenerates exactly what an uninterrupted one would.  ``first_index``
+        is the index of ``prompts[0]`` in the whole batch, when this engine generates one shard of it.
+        """
+        s = sampling or self.cfg.sampling
+        def params(i: int) -> SamplingParams:
+            return SamplingParams(
+                n=s.n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_new_tokens,
+                stop=list(s.stop) or None, stop_token_ids=list(s.stop_token_ids) or None, logprobs=0,
+                seed=None if seed is None else seed + (first_index + i) * s.n,
+            )
+
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts],
+                                    [params(i) for i in range(len(prompts))], use_tqdm=False)
+        return [
+            [
+                Sample(
+                    token_ids=list(c.token_ids),
+                    logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
+                    finish_reason="length" if c.finish_reason == "length" else "stop",
+                    text=c.text,
+                )
+                for c in out.outputs
+            ]
+            for out in outputs
+        ]
+
+    def refit(self, weights: Iterable[tuple[str, torch.Tensor]]) -> dict[str, float]:
+        """Load HF-named weights into the running engine without touching disk, then drop the prefix cache."""
+        start = time.perf_counter()
+        tensors = dict(weights)
+        self.load_weights(tensors)
+        self.finish_refit()
+        nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+        return {"refit_seconds": time.perf_counter() - start, "refit_bytes": float(nbytes)}
+
+    def load_weights(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Reload some HF-named weights in place (a refit bucket); call :meth:`finish_refit` after the last one.
+
+        An in-process engine reloads the tensors as they are; worker processes (TP > 1) get them as one safetensors
+        buffer through vLLM's own channel (a plain state dict does not pickle through ``collective_rpc``), and
+        vLLM's loader shards them for its tensor parallelism.
+        """
+        if self.in_process:
+            self.llm.collective_rpc(_reload_tensors, args=(tensors,))
+            return
+        # safetensors refuses tensors that share memory (tied weights, views of one refit buffer): own copies
+        payload = save_safetensors({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()})
+        self.llm.collective_rpc(_reload_from_safetensors, args=(payload,))
+
+    def finish_refit(self) -> None:
+        self.llm.collective_rpc(_repack_tied_head)
+        self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory (weights and KV cache) for a colocated trainer; a no-op on CPU."""
+        if torch.cuda.is_available() and not self.asleep:
+            self.llm.sleep(level=1)
+            self.asleep = True
+
+    def wake_up(self) -> None:
+        if self.asleep:
+            self.llm.wake_up()
+            self.asleep = False
