@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 
 import torch
-from timing import median_seconds  # bench/timing.py (bench/ is this script's first sys.path entry)
 
 from ppo.algorithms.gae import compute_gae, compute_gae_loop
+
+from timing import median_seconds  # bench/timing.py (bench/ is this script's first sys.path entry)
 
 
 def main() -> None:

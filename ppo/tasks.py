@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ppo.data import DAPO_MATH_TEMPLATE, ArithmeticTask, PromptTemplate, load_aime2024, load_dapo_math, load_gsm8k
+from ppo.data.arithmetic import ALPHABET
 from ppo.data.records import Record
 
 
@@ -50,8 +51,6 @@ class ArithmeticTaskSpec:
     def vocab_size(self) -> int | None:
         """Tokens of :meth:`build_tokenizer`'s vocabulary (``<pad> <eos> <bos>`` and the alphabet), without building
         it."""
-        from ppo.data.arithmetic import ALPHABET
-
         return 3 + len(ALPHABET)
 
     def validate(self) -> None:

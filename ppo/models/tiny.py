@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 
 def create_tiny_model(
@@ -28,8 +29,6 @@ def create_tiny_model(
     seed: int = 0,
 ) -> Path:
     """Save a randomly initialised decoder sized for ``tokenizer`` (same seed → same weights) with the tokenizer."""
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
-
     if hidden_size // num_attention_heads < 32:
         raise ValueError(f"head_dim {hidden_size // num_attention_heads} < 32: vLLM's CPU backend cannot run it")
     config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[

@@ -6,20 +6,20 @@ import torch
 
 from ppo.algorithms.policy_loss import clipped_pg_loss
 from ppo.models.architecture import Architecture
+from ppo.models.builder import build_gpt_model
 from ppo.models.forward import token_logprobs
+from ppo.models.training import ModelTrainer
 from ppo.rollout.batch import to_device
 from ppo.workers.buckets import RefitGroup, ipc_handle, pack, plan_buckets
 from ppo.workers.megatron_worker import MegatronWorker
+from ppo.workers.placement import node_address
 from ppo.workers.specs import MegatronPolicy
 
 
 class PolicyWorker(MegatronWorker):
     def __init__(self, spec: MegatronPolicy, model_path: str, *, with_reference: bool = False, **kwargs):
         super().__init__(spec, **kwargs)
-        from ppo.models.builder import build_gpt_model
         from ppo.models.convert import load_hf_state_dict, load_megatron_state
-        from ppo.models.training import ModelTrainer
-
         self.arch = Architecture.from_pretrained(model_path)
         hf = load_hf_state_dict(model_path)
         shard = self._shard(hf)
@@ -137,8 +137,6 @@ class PolicyWorker(MegatronWorker):
 
     def refit_address(self) -> tuple[str, int]:
         """This node's IP and a port free on it, where the refit group's store will listen."""
-        from ppo.workers.placement import node_address
-
         return node_address()
 
     def join_refit_group(self, host: str, port: int, rank: int, world_size: int) -> None:

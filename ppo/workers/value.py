@@ -6,7 +6,9 @@ import torch
 
 from ppo.algorithms.critic_loss import value_loss
 from ppo.models.architecture import Architecture
-from ppo.models.value import token_values
+from ppo.models.checkpoint import load_checkpoint
+from ppo.models.training import ModelTrainer
+from ppo.models.value import build_value_model, token_values
 from ppo.workers.megatron_worker import MegatronWorker
 from ppo.workers.specs import MegatronCritic
 
@@ -20,9 +22,6 @@ class ValueWorker(MegatronWorker):
         from megatron.core import parallel_state
 
         from ppo.models.convert import VALUE_HEAD, hf_to_megatron, load_hf_state_dict, load_megatron_state
-        from ppo.models.training import ModelTrainer
-        from ppo.models.value import build_value_model
-
         self.arch = Architecture.from_pretrained(model_path)
         hf = hf_state if hf_state is not None else load_hf_state_dict(model_path)
         model = build_value_model(self.arch, init_std=spec.head_init_std, device=self.device, **spec.model_options())
@@ -32,8 +31,6 @@ class ValueWorker(MegatronWorker):
         load_megatron_state(model, shard, optional=(VALUE_HEAD,))
         self.trainer = ModelTrainer(model, spec.optimizer)
         if init_checkpoint is not None:
-            from ppo.models.checkpoint import load_checkpoint
-
             load_checkpoint(self.trainer, init_checkpoint)
             self.trainer.reset_optimizer_state()
 
