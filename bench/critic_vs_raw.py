@@ -3,6 +3,7 @@
     .venv/bin/python bench/critic_vs_raw.py                          # seeds 0 1 2, 150 steps: about 35 minutes
     .venv/bin/python bench/critic_vs_raw.py --seeds 0 --steps 10     # a smoke test (about 3 minutes)
     .venv/bin/python bench/critic_vs_raw.py --keep runs/critic_vs_raw task.digits=2   # overrides for every run
+    .venv/bin/python bench/critic_vs_raw.py --fiddler mixed_sizes    # fiddlers for both recipes
 
 For each seed, one after the other on this machine: ``python launch.py experiments/tiny_cpu.py seed=S`` (PPO with
 the learned critic and GAE) and the same with ``--fiddler raw_reward`` (no critic; the batch-whitened final reward
@@ -41,7 +42,8 @@ LAST_STEPS = 10
 
 def launch(recipe: str, seed: int, args, run_dir: Path) -> float:
     """One run through ``launch.py``, its output streamed; returns its wall seconds."""
-    command = [sys.executable, str(ROOT / "launch.py"), EXPERIMENT, *RECIPES[recipe], f"seed={seed}",
+    fiddlers = [part for name in args.fiddler for part in ("--fiddler", name)]
+    command = [sys.executable, str(ROOT / "launch.py"), EXPERIMENT, *fiddlers, *RECIPES[recipe], f"seed={seed}",
                f"trainer.max_steps={args.steps}", "trainer.wandb_mode=disabled", *args.overrides,
                "--run-dir", str(run_dir)]
     print(f"[critic_vs_raw] {recipe}, seed {seed}: {' '.join(command[1:])}", flush=True)
@@ -102,12 +104,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--keep", help="working directory (default: a new temporary one)")
+    parser.add_argument("--fiddler", action="append", default=[],
+                        help="a fiddler of the experiment for both recipes (repeatable), e.g. mixed_sizes")
     parser.add_argument("overrides", nargs="*", help="path=value overrides for every run")
     args = parser.parse_args()
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="critic-vs-raw-"))
     workdir.mkdir(parents=True, exist_ok=True)
     record, settings = workdir / "results.json", workdir / "settings.json"
-    wanted = {"steps": args.steps, "overrides": args.overrides}
+    wanted = {"steps": args.steps, "overrides": args.overrides, **({"fiddlers": args.fiddler} if args.fiddler else {})}
     if settings.exists() and json.loads(settings.read_text()) != wanted:
         raise SystemExit(f"critic_vs_raw: {workdir} holds runs of other settings ({settings.read_text().strip()}); "
                          f"give a new --keep")

@@ -23,7 +23,7 @@ from ppo.models.optim import OptimizerSettings
 from ppo.models.parallel import ParallelConfig
 from ppo.models.sources import TinyRandomModel
 from ppo.rollout.engine import SamplingConfig, VLLMGeneration
-from ppo.tasks import ArithmeticTaskSpec
+from ppo.tasks import ArithmeticTaskSpec, MixedArithmeticTaskSpec
 from ppo.trainer_settings import PPOSettings, RewardShaping
 from ppo.workers.specs import MegatronCritic, MegatronPolicy, PolicyLoss
 
@@ -85,6 +85,19 @@ def config() -> fdl.Config:
             warm_start_batch_size=128,
         ),
     )
+
+
+def mixed_sizes(cfg: fdl.Config) -> None:
+    """Fiddler: 1-, 2- and 3-digit sums in one stream, so that a prompt's value can be read off its size."""
+    cfg.task = fdl.Config(MixedArithmeticTaskSpec, digits=(1, 2, 3), weights=(0.4, 0.4, 0.2), train_size=8000,
+                          val_size=256)
+
+
+def cheap_critic(cfg: fdl.Config) -> None:
+    """Fiddler: one critic pass of one optimizer step per step, at a higher learning rate."""
+    cfg.trainer.critic_epochs = 1
+    cfg.trainer.critic_minibatches = 1
+    cfg.critic.optimizer.lr = 1e-3
 
 
 def raw_reward(cfg: fdl.Config) -> None:

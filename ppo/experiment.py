@@ -115,8 +115,10 @@ class Experiment:
         self._validate_layouts()
         trainer = self.trainer
         batch = trainer.prompts_per_step * trainer.generations_per_prompt
-        check(batch % trainer.num_minibatches == 0,
-              f"trainer.num_minibatches={trainer.num_minibatches} does not divide the batch of {batch} samples")
+        for name in ("num_minibatches", "critic_minibatches"):
+            count = getattr(trainer, name)
+            check(count is None or batch % count == 0,
+                  f"trainer.{name}={count} does not divide the batch of {batch} samples")
         if self.advantage.needs_critic is False and trainer.policy_training_start_step > 0:
             raise ExperimentError("trainer.policy_training_start_step > 0 (critic warmup) needs a critic-based "
                                   "estimator such as GAE")

@@ -60,6 +60,86 @@ class ArithmeticTaskSpec:
         return []  # generated
 
 
+_ENUMERATE_UP_TO = 10_000
+"""Problem spaces up to this size are counted by enumeration to find out whether a size has too few problems."""
+
+
+@dataclass
+class MixedArithmeticTaskSpec:
+    """Sums of several sizes in one stream (``3+4=``, ``12+34=``, ``123+456=``), so that how hard a prompt is — and
+    so its value — can be read off the prompt.
+
+    ``weights[i]`` is the share of ``digits[i]``-digit problems in the training stream and in the held-out set. A
+    size with fewer distinct problems than its share (one-digit sums: 100 in all, about 90 of them in the training
+    split) repeats them; held-out problems always come from the held-out split of their size, so they are never
+    trained on. Each record carries ``metadata["group"]`` (``"2-digit"``), and validation reports
+    ``validation/accuracy/<group>`` beside the overall accuracy.
+    """
+
+    digits: tuple[int, ...] = (1, 2, 3)
+    weights: tuple[float, ...] = (0.4, 0.4, 0.2)
+    num_operands: int = 2
+    operations: str = "+"
+    train_size: int = 8000
+    val_size: int = 256
+    seed: int = 0
+
+    def validate(self) -> None:
+        if len(self.digits) != len(self.weights) or not self.digits:
+            raise ValueError(f"task.digits {self.digits} and task.weights {self.weights} must be non-empty and of "
+                             "the same length")
+        if len(set(self.digits)) != len(self.digits):
+            raise ValueError(f"task.digits must be distinct, got {self.digits}")
+        if any(w <= 0 for w in self.weights):
+            raise ValueError(f"task.weights must be > 0, got {self.weights}")
+        for digits in self.digits:
+            self._task(digits)
+
+    def _task(self, digits: int) -> ArithmeticTask:
+        return ArithmeticTask(digits=digits, num_operands=self.num_operands, operations=self.operations)
+
+    def _counts(self, total: int) -> list[int]:
+        """Records per size: ``total`` split by the weights, the rounding remainder to the largest shares."""
+        shares = [w / sum(self.weights) * total for w in self.weights]
+        counts = [int(share) for share in shares]
+        for i in sorted(range(len(shares)), key=lambda i: counts[i] - shares[i])[: total - sum(counts)]:
+            counts[i] += 1
+        return counts
+
+    def _records(self, split: str, total: int) -> list[Record]:
+        records = []
+        for digits, count in zip(self.digits, self._counts(total)):
+            if count == 0:
+                continue
+            task = self._task(digits)
+            available = len(task.all_problems(split)) if task.space_size <= _ENUMERATE_UP_TO else count
+            pool = task.generate(split, min(count, available), seed=self.seed)
+            group = f"{digits}-digit"
+            records += [Record(r.prompt, r.ground_truth, r.id, {**r.metadata, "group": group})
+                        for r in (pool[i % len(pool)] for i in range(count))]
+        return records
+
+    def train_records(self):
+        return self._records("train", self.train_size)
+
+    def val_records(self):
+        return self._records("heldout", self.val_size)
+
+    def template(self) -> PromptTemplate:
+        return PromptTemplate("{prompt}")
+
+    def build_tokenizer(self):
+        from ppo.data.tokenizer import build_arithmetic_tokenizer
+
+        return build_arithmetic_tokenizer()
+
+    def vocab_size(self) -> int | None:
+        return 3 + len(ALPHABET)
+
+    def missing_paths(self) -> list[str]:
+        return []  # generated
+
+
 @dataclass
 class GSM8KTaskSpec:
     """GSM8K from its jsonl files; ``val_size`` rows of the test split for validation.

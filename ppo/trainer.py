@@ -10,7 +10,8 @@ One step, in order (docs/ppo.md, section 2, says what each phase does and why th
     6. values V                                  (critic)
     7. logp_old (and logp_ref with a KL term)    (policy)
     8. advantages and returns                    (the estimator: GAE, or a critic-free one)
-    9. ppo_epochs × (critic epoch, then actor epoch; the actor only from policy_training_start_step)
+    9. ppo_epochs × (critic epoch, then actor epoch; the actor only from policy_training_start_step; the critic's own
+       trainer.critic_epochs × critic_minibatches when set)
    10. validate every val_period steps           (greedy decoding on held-out prompts)
    11. log                                       (metrics.jsonl, the console line)
    12. checkpoint every checkpoint_period steps   (policy, critic, optimizers, loader, counters — atomically)
@@ -364,11 +365,13 @@ class PPOTrainer:
         train_policy = step >= cfg.policy_training_start_step
         policy_steps, critic_steps = [], []
         with self.timed("training"):
-            for epoch in range(cfg.ppo_epochs):
+            critic_epochs = cfg.ppo_epochs if cfg.critic_epochs is None else cfg.critic_epochs
+            critic_minibatches = cfg.critic_minibatches or cfg.num_minibatches
+            for epoch in range(max(cfg.ppo_epochs, critic_epochs)):
                 seed = derive_seed(self.exp.seed, "minibatch_order", step, epoch)
-                if self.critic is not None:
-                    critic_steps += self.critic.train(batch, num_minibatches=cfg.num_minibatches, seed=seed)
-                if train_policy:
+                if self.critic is not None and epoch < critic_epochs:
+                    critic_steps += self.critic.train(batch, num_minibatches=critic_minibatches, seed=seed)
+                if train_policy and epoch < cfg.ppo_epochs:
                     policy_steps += self.policy.train(batch, num_minibatches=cfg.num_minibatches, seed=seed,
                                                       temperature=temperature)
         skipped = sum(p.get("skipped", 0.0) for p in policy_steps + critic_steps)
@@ -389,6 +392,9 @@ class PPOTrainer:
         metrics.update(reduce_metrics(policy_steps, over="steps", prefix="train/"))
         metrics.update(reduce_metrics(critic_steps, over="steps", prefix="train/critic/"))
         metrics["train/policy_updated"] = float(train_policy)
+        metrics["train/optimizer_steps"] = float(len(policy_steps))
+        if self.critic is not None:
+            metrics["train/critic/optimizer_steps"] = float(len(critic_steps))
         metrics["train/skipped_updates"] = float(skipped)
         metrics["train/reward"] = env_metrics.pop("reward_all_attempts")
         metrics["train/shaped_reward"] = batch["rewards"].mean().item()
@@ -414,7 +420,8 @@ class PPOTrainer:
         return metrics
 
     def validate(self) -> dict[str, float]:
-        """Greedy decoding on the held-out prompts: ``validation/accuracy`` and ``validation/avg_length``."""
+        """Greedy decoding on the held-out prompts: ``validation/accuracy`` and ``validation/avg_length``, and
+        ``validation/accuracy/<group>`` for each ``metadata["group"]`` of the records (a mixed task's sizes)."""
         self.enter_phase("generate")
         sampling = self.exp.generation.sampling
         greedy = SamplingConfig(n=1, temperature=0.0, max_new_tokens=sampling.max_new_tokens,
@@ -424,7 +431,11 @@ class PPOTrainer:
         responses = [group[0].text for group in samples]
         rewards, _ = self.env.score(responses, [r.ground_truth for r in self.val_records])
         lengths = [len(group[0].token_ids) for group in samples]
-        return {"validation/accuracy": rewards.mean().item(), "validation/avg_length": sum(lengths) / len(lengths)}
+        metrics = {"validation/accuracy": rewards.mean().item(), "validation/avg_length": sum(lengths) / len(lengths)}
+        groups = [record.metadata.get("group") for record in self.val_records]
+        for name in sorted({g for g in groups if g is not None}):
+            metrics[f"validation/accuracy/{name}"] = rewards[[g == name for g in groups]].mean().item()
+        return metrics
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_dir(self, step: int) -> Path:

@@ -39,6 +39,9 @@ class PPOSettings:
     generations_per_prompt: int = 16
     ppo_epochs: int = 4
     num_minibatches: int = 1
+    # the critic's own passes and optimizer steps per pass (None: ppo_epochs, num_minibatches); a cheaper critic
+    critic_epochs: int | None = None
+    critic_minibatches: int | None = None
     policy_training_start_step: int = 0
     val_period: int = 10
     val_prompts: int | None = None
@@ -87,6 +90,10 @@ class PPOSettings:
             raise ValueError(f"trainer.short_batch must be 'train' or 'fail', got {self.short_batch!r}")
         if self.wandb_mode not in ("online", "offline", "disabled"):
             raise ValueError(f"trainer.wandb_mode must be 'online', 'offline' or 'disabled', got {self.wandb_mode!r}")
-        if self.num_minibatches > self.prompts_per_step * self.generations_per_prompt:
-            raise ValueError(f"trainer.num_minibatches={self.num_minibatches} exceeds the batch of "
-                             f"{self.prompts_per_step * self.generations_per_prompt} samples")
+        for name in ("critic_epochs", "critic_minibatches"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"trainer.{name} must be >= 1 or None, got {getattr(self, name)}")
+        for name in ("num_minibatches", "critic_minibatches"):
+            if (getattr(self, name) or 0) > self.prompts_per_step * self.generations_per_prompt:
+                raise ValueError(f"trainer.{name}={getattr(self, name)} exceeds the batch of "
+                                 f"{self.prompts_per_step * self.generations_per_prompt} samples")

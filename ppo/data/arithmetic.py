@@ -94,7 +94,8 @@ class ArithmeticTask:
             metadata={"source": "arithmetic", "split": split, "operands": list(operands), "operators": list(operators)},
         )
 
-    def _enumerate(self, split: str) -> list[Record]:
+    def all_problems(self, split: str) -> list[Record]:
+        """Every problem of ``split``, in enumeration order (for small problem spaces)."""
         numbers = range(10**self.digits)
         records = []
         for operators in itertools.product(self.operations, repeat=self.num_operands - 1):
@@ -117,7 +118,7 @@ class ArithmeticTask:
         rng = np.random.default_rng([seed, SPLITS.index(split)])
         split_share = self.heldout_fraction if split == "heldout" else 1.0 - self.heldout_fraction
         if self.space_size * split_share < _ENUMERATE_BELOW * size:
-            pool = self._enumerate(split)
+            pool = self.all_problems(split)
             if len(pool) < size:
                 raise DatasetError(
                     f"the arithmetic task {self} has only {len(pool)} {split} problems; asked for {size}"

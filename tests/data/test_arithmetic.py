@@ -70,8 +70,8 @@ def test_heldout_is_disjoint_from_train_whatever_the_seeds_and_sizes(task):
 def test_splits_partition_a_small_space():
     task = ArithmeticTask(digits=1, heldout_fraction=0.2)
     assert task.space_size == 100
-    train = task._enumerate("train")
-    heldout = task._enumerate("heldout")
+    train = task.all_problems("train")
+    heldout = task.all_problems("heldout")
     assert len(train) + len(heldout) == 100
     assert {r.prompt for r in train}.isdisjoint(r.prompt for r in heldout)
     assert 8 <= len(heldout) <= 35
@@ -82,7 +82,7 @@ def test_splits_partition_a_small_space():
 
 def test_heldout_fraction_is_roughly_kept():
     task = ArithmeticTask()
-    heldout = len(task._enumerate("heldout"))
+    heldout = len(task.all_problems("heldout"))
     assert 850 <= heldout <= 1150
 
 

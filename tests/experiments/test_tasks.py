@@ -1,9 +1,11 @@
-"""The task components the GPU recipes use: DAPO-Math with AIME 2024 validation, GSM8K with a chat template."""
+"""Task components: DAPO-Math with AIME 2024 validation, GSM8K with a chat template, mixed-size arithmetic."""
 
 import json
 
+import pytest
+
 from ppo.data.prompts import DAPO_MATH_TEMPLATE
-from ppo.tasks import DAPOMathTaskSpec, GSM8KTaskSpec
+from ppo.tasks import DAPOMathTaskSpec, GSM8KTaskSpec, MixedArithmeticTaskSpec
 
 
 def write_jsonl(path, rows):
@@ -47,3 +49,30 @@ def test_gsm8k_can_use_the_chat_template():
                          use_chat_template=True)
     assert task.template().use_chat_template and task.template().template == "{prompt} Think."
     assert not GSM8KTaskSpec().template().use_chat_template
+
+
+def test_a_mixed_arithmetic_task_keeps_its_shares_and_never_trains_on_a_heldout_problem():
+    from collections import Counter
+
+    task = MixedArithmeticTaskSpec(digits=(1, 2), weights=(3, 1), train_size=400, val_size=41)
+    task.validate()
+    train, heldout = task.train_records(), task.val_records()
+    assert Counter(r.metadata["group"] for r in train) == {"1-digit": 300, "2-digit": 100}
+    assert Counter(r.metadata["group"] for r in heldout) == {"1-digit": 31, "2-digit": 10}
+    assert {len(r.prompt) for r in train} == {4, 6}  # "3+4=", "12+34=": the size shows in the prompt
+    assert not {r.prompt for r in train} & {r.prompt for r in heldout}
+    one_digit = {r.prompt for r in train if r.metadata["group"] == "1-digit"}
+    assert 80 < len(one_digit) < 100  # all of the split's one-digit sums, repeated to fill the share
+    assert all(str(sum(map(int, r.prompt[:-1].split("+")))) == r.ground_truth for r in train + heldout)
+    assert train == task.train_records()  # deterministic
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"digits": (1, 2), "weights": (1.0,)}, "must be non-empty and of the same length"),
+    ({"digits": (2, 2), "weights": (1, 1)}, "task.digits must be distinct"),
+    ({"digits": (1, 2), "weights": (1, 0)}, "task.weights must be > 0"),
+    ({"digits": (0,), "weights": (1,)}, "digits must be >= 1"),
+])
+def test_a_mixed_arithmetic_task_refuses_settings_it_cannot_mix(settings, message):
+    with pytest.raises(ValueError, match=message):
+        MixedArithmeticTaskSpec(**settings).validate()

@@ -183,6 +183,9 @@ def test_a_resume_path_follows_the_same_rule(tmp_path):
     (["trainer.short_batch='skip'"], "trainer.short_batch must be 'train' or 'fail', got 'skip'"),
     (["trainer.math_workers=0"], "trainer.math_workers must be >= 1, got 0"),
     (["policy.loss.is_low=3.0"], "policy.loss.is_low=3.0 must be in [0, is_cap=2.0]"),
+    (["trainer.critic_epochs=0"], "trainer.critic_epochs must be >= 1 or None, got 0"),
+    (["trainer.critic_minibatches=3"], "trainer.critic_minibatches=3 does not divide the batch of 512 samples"),
+    (["trainer.critic_minibatches=1024"], "trainer.critic_minibatches=1024 exceeds the batch of 512 samples"),
 ])
 def test_values_the_run_would_reject_later_are_refused_now(overrides, message):
     refused = refusal("tiny_cpu", *overrides)

@@ -7,7 +7,7 @@ option's wiring from the config to the loop is cut, not only when its formula is
 
     run              options
     shaping_and_kl   reward scaling, overlong shaping and filter, dynamic sampling, per-token reward whitening,
-                     KL in the reward with the adaptive controller, dual clip
+                     KL in the reward with the adaptive controller, dual clip, the critic's own epochs and minibatches
     vapo             decoupled λ with the length-adaptive α, positive-example NLL, no advantage whitening, ICEPOP,
                      KL loss with the on-policy weights
     heavy KL         the vapo run's first step with a 100× KL loss: the policy stays closer to the reference
@@ -113,8 +113,10 @@ def test_shaping_filtering_dynamic_sampling_whitening_and_kl(ray_runtime, record
                  "reward_shaping.scale=True", "reward_shaping.overlong_buffer=2", "reward_shaping.overlong_filter=True",
                  "reward_shaping.whiten_token_rewards=True", "trainer.dynamic_sampling=True",
                  f"trainer.kl_in_reward_coef={kl_start}", f"trainer.kl_target={kl_target}",
-                 "policy.loss.dual_clip_c=1.01")
+                 "policy.loss.dual_clip_c=1.01", "trainer.critic_epochs=1", "trainer.critic_minibatches=1")
 
+    # the critic's own shape: one pass of one optimizer step, while the actor takes 2 passes × 2 minibatches
+    assert steps(m["train/critic/optimizer_steps"]) == [1.0] * 3 and steps(m["train/optimizer_steps"]) == [4.0] * 3
     truncated_seen = 0
     for batch in recorder.batches:
         # scaling {0, 1} -> {-1, 1}, then DAPO's overlong penalty over the last 2 of 5 tokens
