@@ -89,7 +89,7 @@ def config() -> fdl.Config:
 
 def mixed_sizes(cfg: fdl.Config) -> None:
     """Fiddler: 1-, 2- and 3-digit sums in one stream, so that a prompt's value can be read off its size."""
-    cfg.task = fdl.Config(MixedArithmeticTaskSpec, digits=(1, 2, 3), weights=(0.4, 0.4, 0.2), train_size=8000,
+    cfg.task = fdl.Config(MixedArithmeticTaskSpec, digits=(1, 2, 3), weights=(0.25, 0.6, 0.15), train_size=8000,
                           val_size=256)
 
 

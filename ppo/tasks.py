@@ -77,7 +77,7 @@ class MixedArithmeticTaskSpec:
     """
 
     digits: tuple[int, ...] = (1, 2, 3)
-    weights: tuple[float, ...] = (0.4, 0.4, 0.2)
+    weights: tuple[float, ...] = (0.25, 0.6, 0.15)
     num_operands: int = 2
     operations: str = "+"
     train_size: int = 8000

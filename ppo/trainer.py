@@ -40,7 +40,7 @@ from ppo.algorithms.advantages import estimate_advantages
 from ppo.algorithms.critic_loss import explained_variance
 from ppo.algorithms.kl import KLController, kl_penalty
 from ppo.algorithms.masked import masked_mean, masked_var
-from ppo.algorithms.metrics import reduce_metrics
+from ppo.algorithms.metrics import mean_by_group, reduce_metrics
 from ppo.algorithms.rewards import overlong_penalty, scale_rewards, token_level_rewards, whiten_rewards
 from ppo.algorithms.sampling import dynamic_sampling_mask
 from ppo.data import PromptLoader
@@ -433,8 +433,8 @@ class PPOTrainer:
         lengths = [len(group[0].token_ids) for group in samples]
         metrics = {"validation/accuracy": rewards.mean().item(), "validation/avg_length": sum(lengths) / len(lengths)}
         groups = [record.metadata.get("group") for record in self.val_records]
-        for name in sorted({g for g in groups if g is not None}):
-            metrics[f"validation/accuracy/{name}"] = rewards[[g == name for g in groups]].mean().item()
+        for name, accuracy in mean_by_group(rewards.tolist(), groups).items():
+            metrics[f"validation/accuracy/{name}"] = accuracy
         return metrics
 
     # ------------------------------------------------------------------ checkpoints

@@ -10,7 +10,7 @@ moments.  Over **optimizer steps** every metric is the **mean** of the steps' va
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -61,3 +61,15 @@ def _over_steps(key: str, values: list[float]) -> float:
     if key.endswith("_max"):
         return max(values)
     return sum(values) / len(values)
+
+
+def mean_by_group(values: Sequence[float], groups: Sequence[str | None]) -> dict[str, float]:
+    """The mean of ``values`` within each named group (``None``: in no group), e.g. held-out accuracy per problem
+    size."""
+    if len(values) != len(groups):
+        raise ValueError(f"{len(values)} values but {len(groups)} groups")
+    members: dict[str, list[float]] = {}
+    for value, group in zip(values, groups):
+        if group is not None:
+            members.setdefault(group, []).append(value)
+    return {group: sum(vs) / len(vs) for group, vs in sorted(members.items())}

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ppo.algorithms.advantages import group_mean_std
-from ppo.algorithms.metrics import reduce_metrics
+from ppo.algorithms.metrics import mean_by_group, reduce_metrics
 from ppo.algorithms.sampling import dynamic_sampling_mask
 
 
@@ -70,3 +70,12 @@ def test_optimizer_steps_are_averaged_except_min_and_max():
     assert math.isnan(reduce_metrics([{"loss": 1.0}, {"loss": float("nan")}], over="steps")["loss"])
     with pytest.raises(ValueError, match="over must be one of"):
         reduce_metrics(steps, over="epochs")
+
+
+def test_mean_by_group_averages_within_each_named_group_only():
+    values = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    groups = ["2-digit", "1-digit", None, "2-digit", "2-digit", "1-digit"]
+    assert mean_by_group(values, groups) == {"1-digit": 0.5, "2-digit": pytest.approx(2 / 3)}
+    assert mean_by_group(values, [None] * 6) == {}
+    with pytest.raises(ValueError, match="6 values but 5 groups"):
+        mean_by_group(values, groups[:5])

@@ -274,3 +274,13 @@ def test_a_short_batch_stops_the_run_when_the_recipe_says_so(ray_runtime, tmp_pa
         run_tiny(tmp_path / "short", "trainer.dynamic_sampling=True", "trainer.max_gen_batches=1",
                  "trainer.short_batch='fail'", "trainer.prompts_per_step=16", "trainer.generations_per_prompt=2",
                  "trainer.warm_start_steps=0", "reward_shaping.overlong_buffer=4")
+
+
+def test_a_mixed_size_task_reports_validation_accuracy_per_size(ray_runtime, tmp_path):  # noqa: F811
+    m = run_tiny(tmp_path / "mixed", "trainer.max_steps=1", "trainer.prompts_per_step=16", "task.val_size=40",
+                 fiddlers=("mixed_sizes",))
+    sizes = {"1-digit": 10, "2-digit": 24, "3-digit": 6}  # 40 held-out problems split 0.25 / 0.6 / 0.15
+    per_size = {name: m[f"validation/accuracy/{name}"]["1"] for name in sizes}  # the grouping itself:
+    overall = sum(sizes[name] * accuracy for name, accuracy in per_size.items()) / 40  # tests/algorithms
+    assert m["validation/accuracy"]["1"] == pytest.approx(overall)
+    assert not [name for name in m if name.startswith("validation/accuracy/") and name[20:] not in sizes]
