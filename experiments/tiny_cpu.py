@@ -4,6 +4,7 @@
     python launch.py experiments/tiny_cpu.py trainer.max_steps=20             # a quicker look
     python launch.py experiments/tiny_cpu.py --fiddler raw_reward             # the same without a critic
     python launch.py experiments/tiny_cpu.py --fiddler grpo                   # or rloo, reinforce_pp(_baseline)
+    python launch.py experiments/tiny_cpu.py --fiddler mixed_sizes            # 1-, 2- and 3-digit sums in one stream
 
 A random Qwen2-architecture model is created in the run directory, warm-started with a few supervised steps that
 teach the answer format (it stays far from solving the task), then trained with PPO: vLLM samples 4 answers
@@ -78,6 +79,7 @@ def config() -> fdl.Config:
             generations_per_prompt=4,
             ppo_epochs=2,  # passes over each batch; each: a critic epoch, then an actor epoch
             num_minibatches=4,  # optimizer steps per pass (128 × 4 samples / 4 = 128 per minibatch)
+            critic_epochs=1,  # the critic's passes: one costs 0.3 s a step less than two and learns as fast here
             policy_training_start_step=0,
             val_period=10,
             checkpoint_period=50,
@@ -91,13 +93,6 @@ def mixed_sizes(cfg: fdl.Config) -> None:
     """Fiddler: 1-, 2- and 3-digit sums in one stream, so that a prompt's value can be read off its size."""
     cfg.task = fdl.Config(MixedArithmeticTaskSpec, digits=(1, 2, 3), weights=(0.25, 0.6, 0.15), train_size=8000,
                           val_size=256)
-
-
-def cheap_critic(cfg: fdl.Config) -> None:
-    """Fiddler: one critic pass of one optimizer step per step, at a higher learning rate."""
-    cfg.trainer.critic_epochs = 1
-    cfg.trainer.critic_minibatches = 1
-    cfg.critic.optimizer.lr = 1e-3
 
 
 def raw_reward(cfg: fdl.Config) -> None:

@@ -338,14 +338,24 @@ class PPOTrainer:
 
         self.current_phase = "values" if self.critic is not None else "logprobs"
         self.enter_phase("train")
-        if self.critic is not None:
-            with self.timed("values"):
-                batch["values"] = self.critic.values(batch) * mask
         temperature = self.exp.generation.sampling.temperature
-        with self.timed("logprobs"):
-            batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
-            if cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
-                batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
+        overlap = cfg.overlap_critic and self.critic is not None
+        if overlap:  # the critic's forward pass runs while the policy computes its logprobs
+            with self.timed("values_and_logprobs"):
+                values = self.critic.values_async(batch)
+                batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
+                if cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
+                    batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
+                self.current_phase = "values"
+                batch["values"] = self.critic.wait_all(values, "values")[0] * mask
+        else:
+            if self.critic is not None:
+                with self.timed("values"):
+                    batch["values"] = self.critic.values(batch) * mask
+            with self.timed("logprobs"):
+                batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
+                if cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
+                    batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
 
         kl = None
         if "logp_ref" in batch:
@@ -369,11 +379,17 @@ class PPOTrainer:
             critic_minibatches = cfg.critic_minibatches or cfg.num_minibatches
             for epoch in range(max(cfg.ppo_epochs, critic_epochs)):
                 seed = derive_seed(self.exp.seed, "minibatch_order", step, epoch)
+                critic_epoch = None
                 if self.critic is not None and epoch < critic_epochs:
-                    critic_steps += self.critic.train(batch, num_minibatches=critic_minibatches, seed=seed)
+                    critic_epoch = self.critic.train_async(batch, num_minibatches=critic_minibatches, seed=seed)
+                    if not overlap:  # the critic's epoch, then the actor's; else both at once
+                        critic_steps += self.critic.wait_all(critic_epoch, "train")[0]
+                        critic_epoch = None
                 if train_policy and epoch < cfg.ppo_epochs:
                     policy_steps += self.policy.train(batch, num_minibatches=cfg.num_minibatches, seed=seed,
                                                       temperature=temperature)
+                if critic_epoch is not None:
+                    critic_steps += self.critic.wait_all(critic_epoch, "train")[0]
         skipped = sum(p.get("skipped", 0.0) for p in policy_steps + critic_steps)
         self.bad_steps = self.bad_steps + 1 if skipped else 0
         if self.bad_steps >= cfg.max_bad_steps_in_a_row:

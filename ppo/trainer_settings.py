@@ -42,6 +42,9 @@ class PPOSettings:
     # the critic's own passes and optimizer steps per pass (None: ppo_epochs, num_minibatches); a cheaper critic
     critic_epochs: int | None = None
     critic_minibatches: int | None = None
+    # the critic's forward pass and updates run while the policy computes logprobs and trains (they read the same
+    # batch and never each other's weights): on separate devices or CPU cores a step waits for the slower of the two
+    overlap_critic: bool = False
     policy_training_start_step: int = 0
     val_period: int = 10
     val_prompts: int | None = None

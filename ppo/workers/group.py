@@ -63,8 +63,12 @@ class WorkerGroup:
 
     def call_all(self, method: str, *args, **kwargs) -> list:
         """Every rank's answer, in rank order."""
+        return self.wait_all(self.call_async(method, *args, **kwargs), method)
+
+    def wait_all(self, refs: list, method: str) -> list:
+        """Every rank's answer to a :meth:`call_async` of ``method``, in rank order (within ``timeout_s``)."""
         names = [f"{self.role} rank {rank}" for rank in range(len(self.actors))]
-        return get_within(self.call_async(method, *args, **kwargs), self.timeout_s, names, f"'{method}'")
+        return get_within(refs, self.timeout_s, names, f"'{method}'")
 
     def kill(self) -> None:
         for actor in self.actors:
@@ -141,6 +145,14 @@ class ValueGroup(MegatronGroup):
 
     def train(self, batch: dict, *, num_minibatches: int, seed: int) -> list[dict]:
         return self.call("train", batch, num_minibatches=num_minibatches, seed=seed)
+
+    def train_async(self, batch: dict, *, num_minibatches: int, seed: int) -> list:
+        """Start :meth:`train`; :meth:`wait_all` (``"train"``) gives each rank's answer."""
+        return self.call_async("train", batch, num_minibatches=num_minibatches, seed=seed)
+
+    def values_async(self, batch: dict) -> list:
+        """Start :meth:`values`; :meth:`wait_all` (``"values"``) gives each rank's answer."""
+        return self.call_async("values", batch)
 
 
 def local_placement(role: str, world_size: int):

@@ -15,6 +15,7 @@ option's wiring from the config to the loop is cut, not only when its formula is
                      each)
     short batch      dynamic sampling that keeps too few samples stops a run with trainer.short_batch="fail"
     warm critic      the critic of the vapo run, from its HF export (one step)
+    overlap          the vapo run's first 2 steps with the critic working beside the policy: the same numbers
 """
 
 from __future__ import annotations
@@ -201,6 +202,20 @@ def test_a_heavier_kl_loss_keeps_the_policy_closer_to_the_reference(vapo_run, tm
           f"kl_coef {100 * VAPO_KL_COEF} {kl_heavy:.3g}")
     assert 0 < kl_heavy < 0.5 * kl_light
 
+
+
+def test_overlapping_the_critic_with_the_policy_changes_no_number(vapo_run, tmp_path):
+    """The VAPO run's first 2 steps again with the critic's forward pass and updates running beside the policy's
+    (``trainer.overlap_critic``): every metric but the timings is the same to the bit, so the critic was trained
+    on the same batch, and its updated values were awaited before step 2 used them."""
+    _, sequential, _ = vapo_run
+    overlapped = run_tiny(tmp_path / "overlap", *VAPO_OPTIONS, f"policy.loss.kl_coef={VAPO_KL_COEF}",
+                          "trainer.max_steps=2", "trainer.overlap_critic=True")
+    assert "timing/train/values_and_logprobs" in overlapped and "timing/train/values" not in overlapped
+    compared = [name for name in overlapped if name.startswith("train/")]
+    assert "train/critic/loss" in compared and "train/critic/explained_var" in compared
+    for name in compared:
+        assert {s: overlapped[name][s] for s in ("1", "2")} == {s: sequential[name][s] for s in ("1", "2")}, name
 
 CRITIC_FREE = {
     "grpo": lambda call: ref.grpo(lists(call["sequence_rewards"]), call["group_ids"].tolist()),
