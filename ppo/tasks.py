@@ -17,8 +17,28 @@ from ppo.data.arithmetic import ALPHABET
 from ppo.data.records import Record
 
 
+class _GeneratedArithmetic:
+    """What the arithmetic tasks share: the bare prompt, the character tokenizer, no files."""
+
+    def template(self) -> PromptTemplate:
+        return PromptTemplate("{prompt}")
+
+    def build_tokenizer(self):
+        from ppo.data.tokenizer import build_arithmetic_tokenizer
+
+        return build_arithmetic_tokenizer()
+
+    def vocab_size(self) -> int | None:
+        """Tokens of :meth:`build_tokenizer`'s vocabulary (``<pad> <eos> <bos>`` and the alphabet), without building
+        it."""
+        return 3 + len(ALPHABET)
+
+    def missing_paths(self) -> list[str]:
+        return []  # generated
+
+
 @dataclass
-class ArithmeticTaskSpec:
+class ArithmeticTaskSpec(_GeneratedArithmetic):
     """The synthetic CPU task (``12+34=`` → ``46``), a character tokenizer, answers graded by the math verifier."""
 
     digits: int = 2
@@ -37,27 +57,11 @@ class ArithmeticTaskSpec:
     def val_records(self):
         return self._task().generate("heldout", self.val_size, seed=self.seed)
 
-    def template(self) -> PromptTemplate:
-        return PromptTemplate("{prompt}")
-
-    def build_tokenizer(self):
-        from ppo.data.tokenizer import build_arithmetic_tokenizer
-
-        return build_arithmetic_tokenizer()
-
     def max_answer_tokens(self) -> int:
         return self.digits + len(str(self.num_operands)) + 2
 
-    def vocab_size(self) -> int | None:
-        """Tokens of :meth:`build_tokenizer`'s vocabulary (``<pad> <eos> <bos>`` and the alphabet), without building
-        it."""
-        return 3 + len(ALPHABET)
-
     def validate(self) -> None:
         self._task()
-
-    def missing_paths(self) -> list[str]:
-        return []  # generated
 
 
 _ENUMERATE_UP_TO = 10_000
@@ -65,7 +69,7 @@ _ENUMERATE_UP_TO = 10_000
 
 
 @dataclass
-class MixedArithmeticTaskSpec:
+class MixedArithmeticTaskSpec(_GeneratedArithmetic):
     """Sums of several sizes in one stream (``3+4=``, ``12+34=``, ``123+456=``), so that how hard a prompt is — and
     so its value — can be read off the prompt.
 
@@ -124,20 +128,6 @@ class MixedArithmeticTaskSpec:
 
     def val_records(self):
         return self._records("heldout", self.val_size)
-
-    def template(self) -> PromptTemplate:
-        return PromptTemplate("{prompt}")
-
-    def build_tokenizer(self):
-        from ppo.data.tokenizer import build_arithmetic_tokenizer
-
-        return build_arithmetic_tokenizer()
-
-    def vocab_size(self) -> int | None:
-        return 3 + len(ALPHABET)
-
-    def missing_paths(self) -> list[str]:
-        return []  # generated
 
 
 @dataclass

@@ -343,9 +343,7 @@ class PPOTrainer:
         if overlap:  # the critic's forward pass runs while the policy computes its logprobs
             with self.timed("values_and_logprobs"):
                 values = self.critic.values_async(batch)
-                batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
-                if cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
-                    batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
+                self.old_logprobs(batch, temperature)
                 self.current_phase = "values"
                 batch["values"] = self.critic.wait_all(values, "values")[0] * mask
         else:
@@ -353,9 +351,7 @@ class PPOTrainer:
                 with self.timed("values"):
                     batch["values"] = self.critic.values(batch) * mask
             with self.timed("logprobs"):
-                batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
-                if cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
-                    batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
+                self.old_logprobs(batch, temperature)
 
         kl = None
         if "logp_ref" in batch:
@@ -434,6 +430,12 @@ class PPOTrainer:
             metrics["train/critic/explained_var"] = explained_variance(**moments).item()
             metrics["train/critic/returns_mean"] = moments["returns_mean"].item()
         return metrics
+
+    def old_logprobs(self, batch: dict, temperature: float) -> None:
+        """``logp_old`` under the policy, and ``logp_ref`` under its reference when a KL term needs it."""
+        batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
+        if self.cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
+            batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
 
     def validate(self) -> dict[str, float]:
         """Greedy decoding on the held-out prompts: ``validation/accuracy`` and ``validation/avg_length``, and
