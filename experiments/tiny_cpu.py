@@ -11,9 +11,9 @@ teach the answer format (it stays far from solving the task), then trained with 
 per prompt, the math verifier scores them, the critic (initialised from the warm-started policy) gives V, GAE
 turns rewards into advantages, and the actor and critic are updated on Megatron-Core.
 
-``seed`` sets the data order, the warm-start batches and the sampling; ``model.seed`` the random initial model
-(a stand-in for the pretrained checkpoint, which a seed should not change).  The warm start's landing point varies
-with the seed and sets the pace of PPO (see the README's seed table).
+``seed`` sets the data order, the sampling and the minibatch order; ``model.seed`` the random initial model and
+``trainer.warm_start_seed`` the warm start's batches (together a stand-in for the checkpoint RL starts from, which a
+run's seed should not change).  Where the warm start lands sets the pace of PPO (see the README's seed table).
 """
 
 import fiddle as fdl

@@ -156,7 +156,7 @@ class Experiment:
         for path, value in _leaves(self):
             if isinstance(value, float) and not math.isfinite(value):
                 raise ExperimentError(f"config path '{path}' is {value}: give a finite number")
-            if (path == "seed" or path.endswith(".seed")) and isinstance(value, int) and not 0 <= value < 2**32:
+            if path.rpartition(".")[2].endswith("seed") and isinstance(value, int) and not 0 <= value < 2**32:
                 raise ExperimentError(f"config path '{path}' must be in [0, 2**32), got {value} (numpy, torch and "
                                       f"vLLM derive their seeds from it)")
 

@@ -6,8 +6,9 @@ minibatches in each epoch of each step.  Each stream's seed is ``derive_seed(see
 a seed by accident (as ``seed * K + step * M + attempt`` arithmetic can, when ``attempt`` reaches ``M``), a rerun and
 a resumed run draw exactly the same numbers, and a new purpose never shifts the existing ones.
 
-The data order (``PromptLoader``), the warm-start batches and the workers' initial state take the experiment's seed
-as it is: each is a single stream of its own generator.
+The data order (``PromptLoader``) and the workers' initial state take the experiment's seed as it is: each is a single
+stream of its own generator.  The warm start's batches take ``trainer.warm_start_seed`` instead: the warm start makes
+the checkpoint RL starts from, which runs that differ only in ``seed`` share.
 """
 
 from __future__ import annotations

@@ -87,6 +87,7 @@ class PPOTrainer:
         self.timings: dict[str, float] = {}
         self.step_times: list[float] = []
         self.setup_timings: dict[str, float] = {}  # logged with step 0: where the time before the first step went
+        self.warm_start_metrics: dict[str, float] = {}  # logged with step 0: where the warm start landed
         self.phase = "train"  # the workers are built on the device; the first refit hands it to generation
 
     # ------------------------------------------------------------------ setup
@@ -192,10 +193,13 @@ class PPOTrainer:
         return MetricsWriter(self.run_dir)
 
     def warm_start(self) -> None:
-        """Supervised steps on (prompt, answer) pairs of the training set: teaches the answer format before PPO."""
+        """Supervised steps on (prompt, answer) pairs of the training set: teaches the answer format before PPO.
+
+        The batches are drawn with ``trainer.warm_start_seed``, not the run's ``seed``: the warm start stands in for
+        the checkpoint RL starts from, so runs that differ only in ``seed`` start from the same weights."""
         cfg = self.cfg
         eos = self.tokenizer.eos_token_id
-        generator = torch.Generator().manual_seed(self.exp.seed)
+        generator = torch.Generator().manual_seed(cfg.warm_start_seed)
         started = time.perf_counter()
         for i in range(cfg.warm_start_steps):
             picks = torch.randint(len(self.train_records), (cfg.warm_start_batch_size,), generator=generator)
@@ -210,6 +214,7 @@ class PPOTrainer:
             if i % 20 == 0 or i == cfg.warm_start_steps - 1:
                 print(f"[ppo] warm start {i + 1}/{cfg.warm_start_steps}: nll {metrics['loss']:.3f}", flush=True)
         self.policy.reset_optimizer_state()
+        self.warm_start_metrics["warm_start/final_nll"] = float(metrics["loss"])
         self.setup_timings["timing/setup/warm_start"] = time.perf_counter() - started
         print(f"[ppo] warm start done in {self.setup_timings['timing/setup/warm_start']:.1f} s", flush=True)
 
@@ -527,6 +532,7 @@ class PPOTrainer:
                     validation = self.validate()
                 validation.update(self.timings)
                 validation.update(self.setup_timings)
+                validation.update(self.warm_start_metrics)
                 self.metrics.log(0, validation)
                 self.wandb.log(0, validation)
                 print(f"[ppo] step 0: validation accuracy {validation['validation/accuracy']:.3f}", flush=True)

@@ -66,6 +66,9 @@ class PPOSettings:
     warm_start_steps: int = 0
     warm_start_batch_size: int = 128
     warm_start_lr: float = 1e-3
+    # seeds the warm start's batches, a stand-in for the supervised stage that makes RL's starting checkpoint: a run's
+    # `seed` varies the RL (data order, sampling, minibatches) from one starting point, as a seed sweep should
+    warm_start_seed: int = 0
     # "online" (needs network and `wandb login`), "offline" (./wandb, sync later), "disabled"
     wandb_mode: str = "offline"
     wandb_project: str = "ppo"

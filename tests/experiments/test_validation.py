@@ -178,6 +178,7 @@ def test_a_resume_path_follows_the_same_rule(tmp_path):
     (["policy.loss.is_cap=0.0"], "policy.loss.is_cap must be > 0, got 0.0"),
     (["seed=-1"], "config path 'seed' must be in [0, 2**32), got -1"),
     (["model.seed=4294967296"], "config path 'model.seed' must be in [0, 2**32), got 4294967296"),
+    (["trainer.warm_start_seed=-3"], "config path 'trainer.warm_start_seed' must be in [0, 2**32), got -3"),
     (["trainer.kl_target=0.01"], "trainer.kl_target=0.01 adapts the reward-KL coefficient, but "
                                  "trainer.kl_in_reward_coef is 0"),
     (["trainer.short_batch='skip'"], "trainer.short_batch must be 'train' or 'fail', got 'skip'"),

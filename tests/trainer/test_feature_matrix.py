@@ -16,6 +16,7 @@ option's wiring from the config to the loop is cut, not only when its formula is
     short batch      dynamic sampling that keeps too few samples stops a run with trainer.short_batch="fail"
     warm critic      the critic of the vapo run, from its HF export (one step)
     overlap          the vapo run's first 2 steps with the critic working beside the policy: the same numbers
+    seeds            one step each with seed 1 and warm_start_seed 1: the seed moves the RL, not the warm start
 """
 
 from __future__ import annotations
@@ -299,3 +300,18 @@ def test_a_mixed_size_task_reports_validation_accuracy_per_size(ray_runtime, tmp
     overall = sum(sizes[name] * accuracy for name, accuracy in per_size.items()) / 40  # tests/algorithms
     assert m["validation/accuracy"]["1"] == pytest.approx(overall)
     assert not [name for name in m if name.startswith("validation/accuracy/") and name[20:] not in sizes]
+
+
+def test_a_run_seed_varies_the_rl_but_not_the_warm_started_checkpoint(ray_runtime, tmp_path):  # noqa: F811
+    """``seed`` changes the RL's sampling, ``trainer.warm_start_seed`` the warm start's batches (where RL starts)."""
+    one_step = ("trainer.max_steps=1", "trainer.prompts_per_step=16", "trainer.warm_start_steps=10")
+    runs = {name: run_tiny(tmp_path / name, *one_step, *overrides) for name, overrides in
+            {"seed 0": (), "seed 1": ("seed=1",), "warm-start seed 1": ("trainer.warm_start_seed=1",)}.items()}
+    landed = {name: m["warm_start/final_nll"]["0"] for name, m in runs.items()}
+    print(f"the warm start's last nll: {landed}")
+    assert landed["seed 1"] == landed["seed 0"] != landed["warm-start seed 1"]
+
+    def rl(name: str) -> dict:
+        return {k: v["1"] for k, v in runs[name].items() if k.startswith("train/")}
+
+    assert rl("seed 1") != rl("seed 0")
