@@ -216,17 +216,23 @@ class Experiment:
         shape = self.model.shape(self.task) if hasattr(self.model, "shape") else None
         if shape is None:
             return
-        layouts = [(f"{group}.parallel.tensor", spec.parallel.tensor, spec.parallel.pipeline)
+        layers = shape.get("num_hidden_layers")
+        layouts = [(f"{group}.parallel.tensor", spec.parallel.tensor, spec.parallel.pipeline, layers, "model")
                    for group, spec in self._model_groups()]
-        layouts.append(("generation.tensor_parallel_size", self.generation.tensor_parallel_size, 1))
-        for setting, tp, pp in layouts:
+        if self.advantage.needs_critic and layers is not None and self.critic.model_path is None:
+            try:
+                layouts[-1] = (*layouts[-1][:3], self.critic.layers_of(layers), "critic")
+            except ValueError as err:
+                raise ExperimentError(str(err)) from None
+        layouts.append(("generation.tensor_parallel_size", self.generation.tensor_parallel_size, 1, layers, "model"))
+        for setting, tp, pp, group_layers, whose in layouts:
             for name in ("num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size"):
                 value = shape.get(name)
                 if value is not None and value % tp:
                     raise ExperimentError(f"{setting}={tp} does not divide the model's {name}={value}")
-            if pp > 1 and shape.get("num_hidden_layers") is not None and shape["num_hidden_layers"] % pp:
-                raise ExperimentError(f"{setting.replace('tensor', 'pipeline')}={pp} does not divide the model's "
-                                      f"num_hidden_layers={shape['num_hidden_layers']}")
+            if pp > 1 and group_layers is not None and group_layers % pp:
+                raise ExperimentError(f"{setting.replace('tensor', 'pipeline')}={pp} does not divide the {whose}'s "
+                                      f"num_hidden_layers={group_layers}")
 
     def missing_paths(self) -> list[str]:
         """The input files the run reads that are not on this machine, one line each (``model: ...``).

@@ -8,6 +8,7 @@ the backbone and ignores the head.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -26,7 +27,8 @@ def save_weights(state: dict, path: str | Path) -> None:
 
 def write_hf_export(state: dict, like: str | Path, out: str | Path) -> Path:
     """Write ``state`` (HF names → tensors) as ``out``, with every non-weight file of the HF directory ``like``;
-    written to ``out.partial`` and renamed, so a crash never leaves a half-written export."""
+    written to ``out.partial`` and renamed, so a crash never leaves a half-written export.  ``config.json`` says
+    how many layers ``state`` holds (a critic with ``critic.num_layers`` keeps fewer than ``like``)."""
     out, like = Path(out), Path(like)
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -35,6 +37,10 @@ def write_hf_export(state: dict, like: str | Path, out: str | Path) -> Path:
         weights = item.name.endswith((".safetensors", ".bin")) or item.name == "model.safetensors.index.json"
         if item.is_file() and not weights:
             shutil.copy2(item, partial / item.name)
+    layers = len({name.split(".")[2] for name in state if name.startswith("model.layers.")})
+    config = json.loads((partial / "config.json").read_text()) if (partial / "config.json").is_file() else None
+    if config is not None and layers and config.get("num_hidden_layers") != layers:
+        (partial / "config.json").write_text(json.dumps({**config, "num_hidden_layers": layers}, indent=2))
     save_weights(state, partial / WEIGHTS)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)

@@ -93,6 +93,17 @@ class MegatronCritic(MegatronModelSpec):
     value_clip: float | None = 0.2
     value_loss_scale: float = 1.0
     head_init_std: float = 0.02
+    num_layers: int | None = None  # keep the first k transformer layers of the backbone it starts from (None: all)
+
+    def layers_of(self, model_layers: int) -> int:
+        """The critic's transformer layers when the backbone it starts from has ``model_layers``; raises
+        ``ValueError`` (one line) for a count the backbone cannot give.  The dry run and the worker both ask here."""
+        if self.num_layers is None:
+            return model_layers
+        if not 1 <= self.num_layers <= model_layers:
+            raise ValueError(f"critic.num_layers={self.num_layers} must be in [1, {model_layers}] (the layers of the "
+                             "backbone the critic starts from)")
+        return self.num_layers
 
     def init_checkpoint(self) -> str | None:
         """The Megatron checkpoint of the critic ``model_path`` names, when it names a run's checkpoint step."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ppo.algorithms.critic_loss import value_loss
@@ -22,7 +24,8 @@ class ValueWorker(MegatronWorker):
         from megatron.core import parallel_state
 
         from ppo.models.convert import VALUE_HEAD, hf_to_megatron, load_hf_state_dict, load_megatron_state
-        self.arch = Architecture.from_pretrained(model_path)
+        backbone = Architecture.from_pretrained(model_path)
+        self.arch = dataclasses.replace(backbone, num_layers=spec.layers_of(backbone.num_layers))
         hf = hf_state if hf_state is not None else load_hf_state_dict(model_path)
         model = build_value_model(self.arch, init_std=spec.head_init_std, device=self.device, **spec.model_options())
         shard = hf_to_megatron(hf, self.arch, value_head=True,
