@@ -173,6 +173,10 @@ class Experiment:
             raise ExperimentError(f"policy.loss: {err}") from None
         if loss.kl_kind not in KL_KINDS:
             raise ExperimentError(f"policy.loss.kl_kind must be one of {', '.join(KL_KINDS)}, got {loss.kl_kind!r}")
+        if self.trainer.old_logprobs == "engine" and loss.is_correction is not None:
+            raise ExperimentError(f"policy.loss.is_correction={loss.is_correction!r} corrects for the engine's "
+                                  "logprobs differing from the policy's, but trainer.old_logprobs='engine' makes them "
+                                  "the same: set is_correction=None, or old_logprobs='policy'")
         if loss.kl_coef > 0 and self.trainer.kl_in_reward_coef > 0:
             raise ExperimentError("KL is on twice: set either policy.loss.kl_coef (a loss term) or "
                                   "trainer.kl_in_reward_coef (in the reward), not both")

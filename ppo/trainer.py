@@ -40,7 +40,7 @@ from ppo.algorithms.advantages import estimate_advantages
 from ppo.algorithms.critic_loss import explained_variance
 from ppo.algorithms.kl import KLController, kl_penalty
 from ppo.algorithms.masked import masked_mean, masked_var
-from ppo.algorithms.metrics import mean_by_group, reduce_metrics
+from ppo.algorithms.metrics import between_prompt_share, mean_by_group, reduce_metrics
 from ppo.algorithms.rewards import overlong_penalty, scale_rewards, token_level_rewards, whiten_rewards
 from ppo.algorithms.sampling import dynamic_sampling_mask
 from ppo.data import PromptLoader
@@ -51,7 +51,7 @@ from ppo.models.export import save_weights, write_hf_export
 from ppo.rollout.batch import build_rollout_batch, concat, select
 from ppo.rollout.engine import Sample, SamplingConfig
 from ppo.seeds import derive_seed
-from ppo.trainer_settings import PPOSettings
+from ppo.trainer_settings import MISMATCH_PROBE_EVERY, PPOSettings
 from ppo.workers.deadline import WorkerTimeout
 from ppo.workers.generation import EnginePool, start_generation_worker
 from ppo.workers.group import PolicyGroup, ValueGroup
@@ -407,6 +407,8 @@ class PPOTrainer:
             self.kl.update(metrics["train/kl_to_reference"], cfg.prompts_per_step * cfg.generations_per_prompt)
 
         metrics.update(reduce_metrics(policy_steps, over="steps", prefix="train/"))
+        if cfg.old_logprobs == "engine":  # the loss compares logp_gen with itself there
+            metrics["train/token_mult_prob_error"] = self.probe_mult_prob_error
         metrics.update(reduce_metrics(critic_steps, over="steps", prefix="train/critic/"))
         metrics["train/policy_updated"] = float(train_policy)
         metrics["train/optimizer_steps"] = float(len(policy_steps))
@@ -415,6 +417,9 @@ class PPOTrainer:
         metrics["train/skipped_updates"] = float(skipped)
         metrics["train/reward"] = env_metrics.pop("reward_all_attempts")
         metrics["train/shaped_reward"] = batch["rewards"].mean().item()
+        share = between_prompt_share(batch["rewards"], batch["group_ids"])
+        if share is not None:  # what a critic could explain from the prompt alone (compare critic/explained_var)
+            metrics["train/reward_between_prompt_share"] = share
         if self.exp.reward_shaping.overlong_filter:
             metrics["train/overlong_filtered"] = batch["truncated"].float().mean().item()
         metrics.update({f"train/env/{k}": v for k, v in env_metrics.items()})
@@ -437,8 +442,18 @@ class PPOTrainer:
         return metrics
 
     def old_logprobs(self, batch: dict, temperature: float) -> None:
-        """``logp_old`` under the policy, and ``logp_ref`` under its reference when a KL term needs it."""
-        batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
+        """``logp_old`` as ``trainer.old_logprobs`` says, and ``logp_ref`` under the reference when a KL term needs it.
+
+        From the engine, the policy still recomputes every ``MISMATCH_PROBE_EVERY``-th sample: their disagreement
+        is ``train/token_mult_prob_error``, which would otherwise be 1 by construction and miss a broken refit."""
+        if self.cfg.old_logprobs == "engine":
+            batch["logp_old"] = batch["logp_gen"].clone()
+            probe = select(batch, range(0, batch["input_ids"].shape[0], MISMATCH_PROBE_EVERY))
+            recomputed = self.policy.logprobs(probe, temperature=temperature)
+            self.probe_mult_prob_error = masked_mean(torch.exp((probe["logp_gen"] - recomputed).abs()),
+                                                     probe["response_mask"]).item()
+        else:
+            batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
         if self.cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
             batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
 

@@ -30,6 +30,13 @@ class RewardShaping:
     whiten_token_rewards: bool = False
 
 
+OLD_LOGPROBS = ("policy", "engine")
+
+MISMATCH_PROBE_EVERY = 8
+"""With ``old_logprobs="engine"`` the policy recomputes every this many-th sample's logprobs, so that a refit that
+fails to reach the engines still shows in ``train/token_mult_prob_error``."""
+
+
 @dataclass
 class PPOSettings:
     """The loop's settings; the model, engine, estimator and task are separate components of the experiment."""
@@ -45,6 +52,11 @@ class PPOSettings:
     # the critic's forward pass and updates run while the policy computes logprobs and trains (they read the same
     # batch and never each other's weights): on separate devices or CPU cores a step waits for the slower of the two
     overlap_critic: bool = False
+    # where the PPO ratio's logp_old comes from.  "policy": a forward pass of the policy over the batch (needed where
+    # the engine computes differently from the trainer, e.g. bf16 vLLM kernels; policy.loss.is_correction corrects
+    # the rest).  "engine": the engine's own logprobs of the tokens it sampled, with the same weights (the refit is
+    # synchronous); the policy then recomputes every 8th sample only, for train/token_mult_prob_error
+    old_logprobs: str = "policy"
     policy_training_start_step: int = 0
     val_period: int = 10
     val_prompts: int | None = None
@@ -94,6 +106,9 @@ class PPOSettings:
                              f"got {self.worker_timeout_s}")
         if self.short_batch not in ("train", "fail"):
             raise ValueError(f"trainer.short_batch must be 'train' or 'fail', got {self.short_batch!r}")
+        if self.old_logprobs not in OLD_LOGPROBS:
+            raise ValueError(f"trainer.old_logprobs must be one of {', '.join(map(repr, OLD_LOGPROBS))}, "
+                             f"got {self.old_logprobs!r}")
         if self.wandb_mode not in ("online", "offline", "disabled"):
             raise ValueError(f"trainer.wandb_mode must be 'online', 'offline' or 'disabled', got {self.wandb_mode!r}")
         for name in ("critic_epochs", "critic_minibatches"):

@@ -73,3 +73,23 @@ def mean_by_group(values: Sequence[float], groups: Sequence[str | None]) -> dict
         if group is not None:
             members.setdefault(group, []).append(value)
     return {group: sum(vs) / len(vs) for group, vs in sorted(members.items())}
+
+
+def between_prompt_share(rewards: torch.Tensor, group_ids: torch.Tensor) -> float | None:
+    """The share of the rewards' variance that lies between prompts: ``1 − within / total``, where ``within`` is the
+    mean over prompts of the unbiased variance of each prompt's samples and ``total`` the unbiased variance over the
+    batch.
+
+    It estimates ``Var(p) / Var(R)`` (``p`` a prompt's success rate): the explained variance of a value function
+    that knows each prompt's ``p`` and nothing of the answer, read at the answer's first token — the part of the
+    return a critic can learn from the prompt alone (and what GRPO's group mean uses).  A critic above it must also
+    judge the partial answer.  Noisy with few samples a prompt, and below 0 when prompts do not differ.  ``None``
+    when the rewards do not vary or no prompt has two samples.
+    """
+    rewards = rewards.double()
+    total = rewards.var() if rewards.numel() > 1 else rewards.new_tensor(0.0)
+    groups = [rewards[group_ids == g] for g in torch.unique(group_ids)]
+    within = [g.var() for g in groups if g.numel() > 1]
+    if not within or total <= 0:
+        return None
+    return float(1.0 - torch.stack(within).mean() / total)

@@ -40,7 +40,10 @@ def write_hf_export(state: dict, like: str | Path, out: str | Path) -> Path:
     layers = len({name.split(".")[2] for name in state if name.startswith("model.layers.")})
     config = json.loads((partial / "config.json").read_text()) if (partial / "config.json").is_file() else None
     if config is not None and layers and config.get("num_hidden_layers") != layers:
-        (partial / "config.json").write_text(json.dumps({**config, "num_hidden_layers": layers}, indent=2))
+        config["num_hidden_layers"] = layers
+        if isinstance(config.get("layer_types"), list):  # per-layer attention kinds (transformers checks the count)
+            config["layer_types"] = config["layer_types"][:layers]
+        (partial / "config.json").write_text(json.dumps(config, indent=2))
     save_weights(state, partial / WEIGHTS)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)

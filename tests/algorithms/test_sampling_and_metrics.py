@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ppo.algorithms.advantages import group_mean_std
-from ppo.algorithms.metrics import mean_by_group, reduce_metrics
+from ppo.algorithms.metrics import between_prompt_share, mean_by_group, reduce_metrics
 from ppo.algorithms.sampling import dynamic_sampling_mask
 
 
@@ -79,3 +79,26 @@ def test_mean_by_group_averages_within_each_named_group_only():
     assert mean_by_group(values, [None] * 6) == {}
     with pytest.raises(ValueError, match="6 values but 5 groups"):
         mean_by_group(values, groups[:5])
+
+
+def test_between_prompt_share_is_the_variance_of_the_prompt_means_over_the_batch():
+    """Against a float64 loop: 1 − mean within-prompt variance / batch variance (both unbiased)."""
+    g = torch.Generator().manual_seed(0)
+    success = torch.rand(32, generator=g)  # each prompt's p
+    group_ids = torch.arange(32).repeat_interleave(4)
+    rewards = (torch.rand(128, generator=g) < success[group_ids]).float()
+
+    def unbiased_var(xs):
+        mean = sum(xs) / len(xs)
+        return sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+
+    values = rewards.tolist()
+    within = [unbiased_var(values[4 * i: 4 * i + 4]) for i in range(32)]
+    expected = 1 - (sum(within) / 32) / unbiased_var(values)
+    assert between_prompt_share(rewards, group_ids) == pytest.approx(expected, rel=1e-12)
+    assert expected > 0.2  # prompts of p spread over [0, 1] differ: Var(p) = 1/12 of Var(R) = 1/4 (0.32 here)
+
+    same = (torch.rand(128, generator=g) < 0.5).float()  # every prompt alike: around 0 (negative by chance)
+    assert abs(between_prompt_share(same, group_ids)) < 0.15
+    assert between_prompt_share(torch.ones(128), group_ids) is None  # no variance
+    assert between_prompt_share(rewards, torch.arange(128)) is None  # one sample per prompt

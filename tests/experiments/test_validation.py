@@ -154,6 +154,8 @@ def test_a_readable_config_json_is_checked_against_tensor_parallelism(tmp_path):
                                                       "num_hidden_layers": 28}))
     refused = refusal("dsr1_7b", f"model.path='{tmp_path}'", "policy.parallel.tensor=8", "policy.data_parallel=8")
     assert "policy.parallel.tensor=8 does not divide the model's num_attention_heads=28" in refused
+    refused = refusal("dsr1_7b", f"model.path='{tmp_path}'", "critic.num_layers=29")
+    assert "critic.num_layers=29 must be in [1, 28] (the layers of the backbone the critic starts from)" in refused
 
 
 def test_layouts_are_not_checked_against_gpus_a_local_run_does_not_declare(tmp_path):
@@ -185,6 +187,13 @@ def test_a_resume_path_follows_the_same_rule(tmp_path):
     (["trainer.math_workers=0"], "trainer.math_workers must be >= 1, got 0"),
     (["policy.loss.is_low=3.0"], "policy.loss.is_low=3.0 must be in [0, is_cap=2.0]"),
     (["trainer.critic_epochs=0"], "trainer.critic_epochs must be >= 1 or None, got 0"),
+    (["policy.loss.is_correction='tis'"], "policy.loss.is_correction='tis' corrects for the engine's logprobs "
+                                          "differing from the policy's, but trainer.old_logprobs='engine' makes them "
+                                          "the same: set is_correction=None, or old_logprobs='policy'"),
+    (["trainer.old_logprobs='vllm'"], "trainer.old_logprobs must be one of 'policy', 'engine', got 'vllm'"),
+    (["critic.num_layers=0"], "critic.num_layers=0 must be in [1, 3] (the layers of the backbone the critic starts "
+                              "from)"),
+    (["critic.num_layers=4"], "critic.num_layers=4 must be in [1, 3]"),
     (["trainer.critic_minibatches=3"], "trainer.critic_minibatches=3 does not divide the batch of 512 samples"),
     (["trainer.critic_minibatches=1024"], "trainer.critic_minibatches=1024 exceeds the batch of 512 samples"),
 ])

@@ -17,6 +17,7 @@ option's wiring from the config to the loop is cut, not only when its formula is
     warm critic      the critic of the vapo run, from its HF export (one step)
     overlap          the vapo run's first 2 steps with the critic working beside the policy: the same numbers
     seeds            one step each with seed 1 and warm_start_seed 1: the seed moves the RL, not the warm start
+    old logprobs     one step with logp_old from the engine and one recomputed by the policy: the same training
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ VAPO_ALPHA = 0.5
 VAPO_KL_COEF = 0.01
 VAPO_OPTIONS = ("advantage.lam_value=1.0", f"advantage.length_adaptive_alpha={VAPO_ALPHA}",
                 "advantage.whiten_advantages=False", "policy.loss.nll_coef=0.1", "policy.loss.is_correction='icepop'",
-                "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0", "policy.loss.kl_on_policy_approx=True")
+                "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0", "policy.loss.kl_on_policy_approx=True",
+                "trainer.old_logprobs='policy'")
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +249,8 @@ def _rtg(call, *, baseline: bool):
     return ref.return_to_go(rewards, mask, 1.0), mask
 
 
-SEQUENCE_MASK = ("policy.loss.is_correction='seq-mask-tis'", "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0")
+SEQUENCE_MASK = ("policy.loss.is_correction='seq-mask-tis'", "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0",
+                 "trainer.old_logprobs='policy'")
 """Rides along the GRPO run: with the bounds [1, 1] a sequence survives only if every logprob agrees to the bit."""
 
 
@@ -315,3 +318,17 @@ def test_a_run_seed_varies_the_rl_but_not_the_warm_started_checkpoint(ray_runtim
         return {k: v["1"] for k, v in runs[name].items() if k.startswith("train/")}
 
     assert rl("seed 1") != rl("seed 0")
+
+
+def test_logp_old_from_the_engine_trains_as_the_policys_recompute_does(ray_runtime, tmp_path):  # noqa: F811
+    """``trainer.old_logprobs``: on CPU the engine and the policy agree to ~1e-6 per token, so one step from either
+    source gives the same training metrics; the engine run still measures the gap on its probe rows."""
+    one_step = ("trainer.max_steps=1", "trainer.prompts_per_step=16", "policy.loss.is_correction=None")
+    runs = {source: run_tiny(tmp_path / source, *one_step, f"trainer.old_logprobs='{source}'")
+            for source in ("engine", "policy")}
+    engine, policy = ({k: v["1"] for k, v in runs[s].items() if k.startswith("train/")} for s in ("engine", "policy"))
+    assert engine.keys() == policy.keys()
+    for name in engine:
+        if name not in ("train/refit_bytes", "train/refit_driver_bytes"):
+            assert engine[name] == pytest.approx(policy[name], rel=1e-3, abs=1e-5), name
+    assert engine["train/token_mult_prob_error"] < 1.001

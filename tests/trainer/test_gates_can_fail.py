@@ -56,13 +56,18 @@ def test_a_healthy_run_passes_every_gate(ray_runtime, tmp_path):  # noqa: F811
                             "trainer.warm_start_steps=0")) == set()
 
 
-def test_a_refit_that_never_reaches_the_engines_trips_the_logprob_gate(ray_runtime, tmp_path, monkeypatch):  # noqa: F811
+@pytest.mark.parametrize("old_logprobs", [
+    (),  # the default: logp_old from the engine, the gap measured on the policy's probe rows
+    ("trainer.old_logprobs='policy'", "policy.loss.is_correction='tis'"),  # the GPU recipes': recomputed, corrected
+], ids=["engine", "policy"])
+def test_a_refit_that_never_reaches_the_engines_trips_the_logprob_gate(ray_runtime, tmp_path, monkeypatch,  # noqa: F811
+                                                                       old_logprobs):
     from ppo.workers.refit import Refitter
 
     monkeypatch.setattr(Refitter, "__call__", lambda self: {"refit_seconds": 0.0, "refit_bytes": 0.0,
                                                             "refit_buckets": 0.0, "refit_driver_bytes": 0.0})
     # a short warm start moves the policy far from the initial weights the engines keep
-    stale = run_tiny(tmp_path / "stale", CALM, "trainer.max_steps=1", "trainer.warm_start_steps=5")
+    stale = run_tiny(tmp_path / "stale", CALM, "trainer.max_steps=1", "trainer.warm_start_steps=5", *old_logprobs)
     assert "prob_error" in tripped(stale)
 
 

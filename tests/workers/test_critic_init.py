@@ -53,3 +53,40 @@ def test_a_critic_starts_from_a_checkpoint_step_with_a_fresh_optimizer(model_dir
     assert not torch.equal(fresh.values(data), trained.values(data))
     assert started.trainer.steps_done == 0, "the optimizer starts fresh"
     assert "score.weight" in started.export()
+
+
+def test_a_critic_of_fewer_layers_is_the_backbones_first_layers_under_its_head(model_dir, tmp_path):
+    """``critic.num_layers=1`` on a 2-layer model: transformers' 1-layer model holding the first layer's weights, with
+    the worker's head on its last hidden state, gives the same values; the export says 1 layer and loads back."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModel
+
+    from ppo.models.export import write_hf_export
+    from ppo.workers.specs import MegatronCritic
+    from ppo.workers.value import ValueWorker
+
+    common = dict(rank=0, world_size=1, master_addr="127.0.0.1", seed=0)
+    critic = ValueWorker(MegatronCritic(num_layers=1), model_dir, master_port=free_port(), **common)
+    data = batch()
+    values = critic.values(data)
+
+    config = AutoConfig.from_pretrained(model_dir, num_hidden_layers=1)
+    reference = AutoModel.from_config(config, torch_dtype=torch.float32).eval()
+    weights = {k.removeprefix("model."): v for k, v in load_file(f"{model_dir}/model.safetensors").items()}
+    missing, unexpected = reference.load_state_dict(weights, strict=False)
+    assert not missing and unexpected and all(k.startswith("layers.1.") for k in unexpected), (missing, unexpected)
+    head = critic.export()["score.weight"]
+    for row, (ids, segments) in enumerate(zip(data["input_ids"], data["segment_ids"])):
+        n = int(segments.sum())
+        with torch.no_grad():
+            hidden = reference(input_ids=ids[:n].unsqueeze(0)).last_hidden_state[0]
+        # values[t] = V(the prefix before token t): the head on the hidden state at t - 1, 0 at the first token
+        expected = torch.cat([torch.zeros(1), hidden[:-1] @ head[0]])
+        torch.testing.assert_close(values[row, :n], expected, rtol=1e-4, atol=1e-5)
+
+    exported = write_hf_export(critic.export(), model_dir, tmp_path / "critic")
+    assert AutoConfig.from_pretrained(exported).num_hidden_layers == 1
+    reloaded = ValueWorker(MegatronCritic(model_path=str(exported)), str(exported), master_port=free_port(), **common)
+    assert torch.equal(reloaded.values(data), values)
+    with pytest.raises(ValueError, match=r"^critic.num_layers=3 must be in \[1, 2\] \(the layers of the backbone"):
+        ValueWorker(MegatronCritic(num_layers=3), model_dir, master_port=free_port(), **common)
