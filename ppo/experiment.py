@@ -221,22 +221,27 @@ class Experiment:
         if shape is None:
             return
         layers = shape.get("num_hidden_layers")
-        layouts = [(f"{group}.parallel.tensor", spec.parallel.tensor, spec.parallel.pipeline, layers, "model")
-                   for group, spec in self._model_groups()]
-        if self.advantage.needs_critic and layers is not None and self.critic.model_path is None:
+
+        def layers_of(group: str, spec) -> tuple[int | None, str]:
+            """The group's layers, and whose they are: a critic of ``critic.num_layers`` keeps fewer than the model."""
+            if group != "critic" or layers is None or spec.model_path is not None:
+                return layers, "model"
             try:
-                layouts[-1] = (*layouts[-1][:3], self.critic.layers_of(layers), "critic")
+                return spec.layers_of(layers), "critic"
             except ValueError as err:
                 raise ExperimentError(str(err)) from None
+
+        layouts = [(f"{group}.parallel.tensor", spec.parallel.tensor, spec.parallel.pipeline, *layers_of(group, spec))
+                   for group, spec in self._model_groups()]
         layouts.append(("generation.tensor_parallel_size", self.generation.tensor_parallel_size, 1, layers, "model"))
-        for setting, tp, pp, group_layers, whose in layouts:
+        for setting, tp, pp, count, whose in layouts:
             for name in ("num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size"):
                 value = shape.get(name)
                 if value is not None and value % tp:
                     raise ExperimentError(f"{setting}={tp} does not divide the model's {name}={value}")
-            if pp > 1 and group_layers is not None and group_layers % pp:
+            if pp > 1 and count is not None and count % pp:
                 raise ExperimentError(f"{setting.replace('tensor', 'pipeline')}={pp} does not divide the {whose}'s "
-                                      f"num_hidden_layers={group_layers}")
+                                      f"num_hidden_layers={count}")
 
     def missing_paths(self) -> list[str]:
         """The input files the run reads that are not on this machine, one line each (``model: ...``).

@@ -348,7 +348,7 @@ class PPOTrainer:
         if overlap:  # the critic's forward pass runs while the policy computes its logprobs
             with self.timed("values_and_logprobs"):
                 values = self.critic.values_async(batch)
-                self.old_logprobs(batch, temperature)
+                probe = self.old_logprobs(batch, temperature)
                 self.current_phase = "values"
                 batch["values"] = self.critic.wait_all(values, "values")[0] * mask
         else:
@@ -356,7 +356,7 @@ class PPOTrainer:
                 with self.timed("values"):
                     batch["values"] = self.critic.values(batch) * mask
             with self.timed("logprobs"):
-                self.old_logprobs(batch, temperature)
+                probe = self.old_logprobs(batch, temperature)
 
         kl = None
         if "logp_ref" in batch:
@@ -407,8 +407,7 @@ class PPOTrainer:
             self.kl.update(metrics["train/kl_to_reference"], cfg.prompts_per_step * cfg.generations_per_prompt)
 
         metrics.update(reduce_metrics(policy_steps, over="steps", prefix="train/"))
-        if cfg.old_logprobs == "engine":  # the loss compares logp_gen with itself there
-            metrics["train/token_mult_prob_error"] = self.probe_mult_prob_error
+        metrics.update(probe)  # with old_logprobs="engine", the loss compares logp_gen with itself
         metrics.update(reduce_metrics(critic_steps, over="steps", prefix="train/critic/"))
         metrics["train/policy_updated"] = float(train_policy)
         metrics["train/optimizer_steps"] = float(len(policy_steps))
@@ -441,21 +440,24 @@ class PPOTrainer:
             metrics["train/critic/returns_mean"] = moments["returns_mean"].item()
         return metrics
 
-    def old_logprobs(self, batch: dict, temperature: float) -> None:
+    def old_logprobs(self, batch: dict, temperature: float) -> dict[str, float]:
         """``logp_old`` as ``trainer.old_logprobs`` says, and ``logp_ref`` under the reference when a KL term needs it.
 
         From the engine, the policy still recomputes every ``MISMATCH_PROBE_EVERY``-th sample: their disagreement
-        is ``train/token_mult_prob_error``, which would otherwise be 1 by construction and miss a broken refit."""
+        is returned as ``train/token_mult_prob_error``, which would otherwise be 1 by construction and miss a broken
+        refit.  (Recomputed, the loss measures it over the whole batch, and nothing is returned.)"""
+        measured = {}
         if self.cfg.old_logprobs == "engine":
             batch["logp_old"] = batch["logp_gen"].clone()
             probe = select(batch, range(0, batch["input_ids"].shape[0], MISMATCH_PROBE_EVERY))
             recomputed = self.policy.logprobs(probe, temperature=temperature)
-            self.probe_mult_prob_error = masked_mean(torch.exp((probe["logp_gen"] - recomputed).abs()),
-                                                     probe["response_mask"]).item()
+            measured["train/token_mult_prob_error"] = masked_mean(torch.exp((probe["logp_gen"] - recomputed).abs()),
+                                                                  probe["response_mask"]).item()
         else:
             batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
         if self.cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
             batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
+        return measured
 
     def validate(self) -> dict[str, float]:
         """Greedy decoding on the held-out prompts: ``validation/accuracy`` and ``validation/avg_length``, and

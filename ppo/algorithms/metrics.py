@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
+from ppo.algorithms.advantages import group_mean_std
 from ppo.algorithms.critic_loss import explained_variance
 
 AVERAGED = ("lr", "reward")
@@ -87,9 +88,10 @@ def between_prompt_share(rewards: torch.Tensor, group_ids: torch.Tensor) -> floa
     when the rewards do not vary or no prompt has two samples.
     """
     rewards = rewards.double()
+    _, std, count = group_mean_std(rewards, group_ids)
+    paired = count > 1  # each group's variance once: its samples' std² / count summed, over its 1 / count summed
     total = rewards.var() if rewards.numel() > 1 else rewards.new_tensor(0.0)
-    groups = [rewards[group_ids == g] for g in torch.unique(group_ids)]
-    within = [g.var() for g in groups if g.numel() > 1]
-    if not within or total <= 0:
+    if not paired.any() or total <= 0:
         return None
-    return float(1.0 - torch.stack(within).mean() / total)
+    within = (std[paired] ** 2 / count[paired]).sum() / (1.0 / count[paired]).sum()
+    return float(1.0 - within / total)
