@@ -66,7 +66,7 @@ def config() -> fdl.Config:
             # the policy's embeddings and first layer under the value head: a third of the critic's cost, and it
             # explains the returns as well as all three layers do here (README, "What it learns")
             num_layers=1,
-            num_threads=2,
+            num_threads=1,  # it trains beside the vLLM engine (trainer.critic_beside_generation): a core each
         ),
         generation=fdl.Config(
             VLLMGeneration, model_path="", dtype="float32", max_model_len=32,
@@ -84,6 +84,8 @@ def config() -> fdl.Config:
             ppo_epochs=2,  # passes over each batch; each: a critic epoch, then an actor epoch
             num_minibatches=4,  # optimizer steps per pass (128 × 4 samples / 4 = 128 per minibatch)
             critic_epochs=1,  # the critic's passes: one costs 0.3 s a step less than two and learns as fast here
+            # the critic's update runs while vLLM generates the next batch (on the other core; the same numbers)
+            critic_beside_generation=True,
             # the PPO ratio's logp_old: vLLM's logprobs of the tokens it sampled; in float32 on CPU they agree with
             # Megatron's to ~1e-6 a token, so the policy's own pass (0.1 s a step) only re-checks every 8th sample
             old_logprobs="engine",

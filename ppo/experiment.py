@@ -196,6 +196,9 @@ class Experiment:
             except ValueError as err:
                 raise ExperimentError(f"{group}.{err}") from None
         self.placement_plan()
+        if self.trainer.critic_beside_generation and self.trainer.overlap_critic and self.advantage.needs_critic:
+            raise ExperimentError("trainer.critic_beside_generation and trainer.overlap_critic both move the "
+                                  "critic's updates: set one of them")
         self._validate_architecture()
 
     def placement_plan(self, nodes: int | None = None, gpus_per_node: int | None = None):
@@ -213,6 +216,12 @@ class Experiment:
                 colocated=self.colocated, allow_idle_gpus=self.allow_idle_gpus)
         except PlacementError as err:
             raise ExperimentError(str(err)) from None
+
+    def critic_trains_beside_generation(self, plan) -> bool:
+        """Whether the critic's updates run while the engines generate (``trainer.critic_beside_generation``): only
+        where every rank is a CPU process.  On GPUs the trainer gives the devices to the engines during generation
+        (the critic is offloaded), so there the critic trains in order."""
+        return self.trainer.critic_beside_generation and self.advantage.needs_critic and plan.cpu_only
 
     def _validate_architecture(self) -> None:
         """Heads, KV groups, FFN width and vocabulary divisible by each group's TP, layers by PP, when the model's

@@ -89,6 +89,11 @@ class PPOTrainer:
         self.setup_timings: dict[str, float] = {}  # logged with step 0: where the time before the first step went
         self.warm_start_metrics: dict[str, float] = {}  # logged with step 0: where the warm start landed
         self.phase = "train"  # the workers are built on the device; the first refit hands it to generation
+        # trainer.critic_beside_generation: the next step's batch, collected while the critic trained (and the
+        # loader's state before it, which a checkpoint keeps so that a resumed run collects that batch again)
+        self.beside_generation = False  # the plan decides (Experiment.critic_trains_beside_generation)
+        self.prefetched: tuple[dict, dict, dict] | None = None
+        self.loader_state_before_prefetch: dict | None = None
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -157,6 +162,10 @@ class PPOTrainer:
                 group.timeout_s = self.cfg.worker_timeout_s
         self.refitter = Refitter(self.policy, actors, plan.refit_routes(), generation.refit_bucket_bytes)
         self.record_placement(plan)
+        self.beside_generation = exp.critic_trains_beside_generation(plan)
+        if self.cfg.critic_beside_generation and self.critic is not None and not self.beside_generation:
+            print("[ppo] trainer.critic_beside_generation applies to CPU ranks only: on GPUs the critic is offloaded "
+                  "while the engines generate, so it trains in order", flush=True)
         if resume is not None:
             self.load(resume)
         self.refit()
@@ -290,7 +299,7 @@ class PPOTrainer:
                                         penalty_factor=shaping.overlong_penalty)
         return rewards
 
-    def collect(self) -> tuple[dict, dict]:
+    def collect(self, step: int) -> tuple[dict, dict]:
         """One step's batch; with dynamic sampling, regenerate until enough prompt groups have a reward spread.
 
         ``train/reward`` and the env metrics describe every sample generated (before the filter), so they stay
@@ -302,7 +311,7 @@ class PPOTrainer:
         kept, scores, attempts = [], [], []
         for attempt in range(cfg.max_gen_batches if cfg.dynamic_sampling else 1):
             records = self.loader.next_batch()
-            batch, env_metrics = self.rollout(records, seed=derive_seed(self.exp.seed, "sampling", self.step, attempt),
+            batch, env_metrics = self.rollout(records, seed=derive_seed(self.exp.seed, "sampling", step, attempt),
                                               group_offset=attempt * cfg.prompts_per_step)
             attempts.append(env_metrics)
             scores.append(batch["scores"])
@@ -336,9 +345,14 @@ class PPOTrainer:
     def train_step(self) -> dict[str, float]:
         cfg, step = self.cfg, self.step
         metrics: dict[str, float] = {}
-        with self.timed("generation"):
-            self.enter_phase("generate")
-            batch, env_metrics = self.collect()
+        if self.prefetched is not None:
+            batch, env_metrics, timings = self.prefetched
+            self.timings.update(timings)
+            self.prefetched = self.loader_state_before_prefetch = None
+        else:
+            with self.timed("generation"):
+                self.enter_phase("generate")
+                batch, env_metrics = self.collect(step)
         mask = batch["response_mask"]
 
         self.current_phase = "values" if self.critic is not None else "logprobs"
@@ -375,13 +389,14 @@ class PPOTrainer:
 
         train_policy = step >= cfg.policy_training_start_step
         policy_steps, critic_steps = [], []
+        critic_epochs = cfg.ppo_epochs if cfg.critic_epochs is None else cfg.critic_epochs
+        critic_minibatches = cfg.critic_minibatches or cfg.num_minibatches
+        beside_generation = self.beside_generation
         with self.timed("training"):
-            critic_epochs = cfg.ppo_epochs if cfg.critic_epochs is None else cfg.critic_epochs
-            critic_minibatches = cfg.critic_minibatches or cfg.num_minibatches
             for epoch in range(max(cfg.ppo_epochs, critic_epochs)):
                 seed = derive_seed(self.exp.seed, "minibatch_order", step, epoch)
                 critic_epoch = None
-                if self.critic is not None and epoch < critic_epochs:
+                if self.critic is not None and epoch < critic_epochs and not beside_generation:
                     critic_epoch = self.critic.train_async(batch, num_minibatches=critic_minibatches, seed=seed)
                     if not overlap:  # the critic's epoch, then the actor's; else both at once
                         critic_steps += self.critic.wait_all(critic_epoch, "train")[0]
@@ -403,6 +418,9 @@ class PPOTrainer:
             metrics["train/refit_driver_bytes"] = self.refit_stats["refit_driver_bytes"]
         else:
             self.enter_phase("generate")  # critic warmup: generation keeps the initial weights
+        if beside_generation:
+            with self.timed("critic_beside_generation"):
+                critic_steps = self.train_critic_beside_generation(batch, critic_epochs, critic_minibatches)
         if kl is not None and cfg.kl_target is not None:
             self.kl.update(metrics["train/kl_to_reference"], cfg.prompts_per_step * cfg.generations_per_prompt)
 
@@ -440,6 +458,29 @@ class PPOTrainer:
             metrics["train/critic/returns_mean"] = moments["returns_mean"].item()
         return metrics
 
+    def train_critic_beside_generation(self, batch: dict, epochs: int, num_minibatches: int) -> list[dict]:
+        """The critic's epochs on this step's batch, while the engines collect the next step's batch.
+
+        The two read disjoint state (the critic's weights; the policy's, refitted into the engines), so every number
+        is the one the sequential order gives: the next step's values still come from the updated critic.  The
+        collected batch waits in :attr:`prefetched`; a checkpoint taken now keeps the loader's state from before it,
+        and a resumed run collects it again (same seed, same weights)."""
+        epochs_refs = [self.critic.train_async(batch, num_minibatches=num_minibatches,
+                                               seed=derive_seed(self.exp.seed, "minibatch_order", self.step, epoch))
+                       for epoch in range(epochs)]  # an actor runs its calls in order: the epochs stay sequential
+        if self.step + 1 < self.cfg.max_steps:
+            self.loader_state_before_prefetch = self.loader.state_dict()
+            outer, self.timings = self.timings, {}
+            try:
+                with self.timed("generation"):
+                    self.enter_phase("generate")
+                    batch, env_metrics = self.collect(self.step + 1)
+                self.prefetched = (batch, env_metrics, self.timings)
+            finally:
+                self.timings = outer
+            self.current_phase = "critic_beside_generation"
+        return [record for refs in epochs_refs for record in self.critic.wait_all(refs, "train")[0]]
+
     def old_logprobs(self, batch: dict, temperature: float) -> dict[str, float]:
         """``logp_old`` as ``trainer.old_logprobs`` says, and ``logp_ref`` under the reference when a KL term needs it.
 
@@ -465,7 +506,7 @@ class PPOTrainer:
         self.enter_phase("generate")
         sampling = self.exp.generation.sampling
         greedy = SamplingConfig(n=1, temperature=0.0, max_new_tokens=sampling.max_new_tokens,
-                                stop=sampling.stop, stop_token_ids=sampling.stop_token_ids)
+                                stop=sampling.stop, stop_token_ids=sampling.stop_token_ids, logprobs=False)
         prompts = self.template.encode_many(self.val_records, self.tokenizer)
         samples = self.engines.generate(prompts, greedy)
         responses = [group[0].text for group in samples]
@@ -505,7 +546,8 @@ class PPOTrainer:
         self.policy.save(str(partial / "policy"))
         if self.critic is not None:
             self.critic.save(str(partial / "critic"))
-        state = {"step": self.step, "loader": self.loader.state_dict(), "kl": self.kl.state_dict(),
+        loader = self.loader.state_dict() if self.prefetched is None else self.loader_state_before_prefetch
+        state = {"step": self.step, "loader": loader, "kl": self.kl.state_dict(),
                  "bad_steps": self.bad_steps, "metric": metric}
         (partial / "trainer_state.json").write_text(json.dumps(state))
         partial.rename(final)

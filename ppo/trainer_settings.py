@@ -52,6 +52,9 @@ class PPOSettings:
     # the critic's forward pass and updates run while the policy computes logprobs and trains (they read the same
     # batch and never each other's weights): on separate devices or CPU cores a step waits for the slower of the two
     overlap_critic: bool = False
+    # the critic's updates run after the actor's, while the engines generate the next step's batch (they read
+    # disjoint weights: the same numbers as in order).  CPU ranks only: on GPUs the critic is offloaded then
+    critic_beside_generation: bool = False
     # where the PPO ratio's logp_old comes from.  "policy": a forward pass of the policy over the batch (needed where
     # the engine computes differently from the trainer, e.g. bf16 vLLM kernels; policy.loss.is_correction corrects
     # the rest).  "engine": the engine's own logprobs of the tokens it sampled, with the same weights (the refit is

@@ -30,6 +30,7 @@ class SamplingConfig:
     max_new_tokens: int = 64
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
+    logprobs: bool = True  # the sampled tokens' logprobs (Sample.logprobs); validation, which needs none, skips them
 
     def __post_init__(self):
         if self.n < 1 or self.max_new_tokens < 1:

@@ -7,6 +7,7 @@ In-process at TP = 1 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ~2 s start instead o
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -102,27 +103,40 @@ class VLLMEngine:
         is the index of ``prompts[0]`` in the whole batch, when this engine generates one shard of it.
         """
         s = sampling or self.cfg.sampling
+        # vLLM matches stop strings on text, so it must detokenize then; otherwise one batch decode afterwards costs
+        # a fraction of its per-token incremental detokenizer (0.02-0.04 s of a 512-sample step on 2 cores)
+        detokenize = bool(s.stop)
         def params(i: int) -> SamplingParams:
             return SamplingParams(
                 n=s.n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_new_tokens,
-                stop=list(s.stop) or None, stop_token_ids=list(s.stop_token_ids) or None, logprobs=0,
+                stop=list(s.stop) or None, stop_token_ids=list(s.stop_token_ids) or None,
+                logprobs=0 if s.logprobs else None, detokenize=detokenize,
                 seed=None if seed is None else seed + (first_index + i) * s.n,
             )
 
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts],
                                     [params(i) for i in range(len(prompts))], use_tqdm=False)
-        return [
-            [
-                Sample(
-                    token_ids=list(c.token_ids),
-                    logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
-                    finish_reason="length" if c.finish_reason == "length" else "stop",
-                    text=c.text,
-                )
-                for c in out.outputs
-            ]
-            for out in outputs
+        choices = [c for out in outputs for c in out.outputs]
+        texts = [c.text for c in choices] if detokenize else self.decode_like_vllm(choices)
+        samples = [
+            Sample(
+                token_ids=list(c.token_ids),
+                logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)] if s.logprobs else [],
+                finish_reason="length" if c.finish_reason == "length" else "stop",
+                text=text,
+            )
+            for c, text in zip(choices, texts)
         ]
+        starts = list(itertools.accumulate((len(out.outputs) for out in outputs), initial=0))
+        return [samples[a:b] for a, b in itertools.pairwise(starts)]
+
+    def decode_like_vllm(self, choices) -> list[str]:
+        """The texts vLLM's detokenizer would have given: special tokens skipped, and the token that stopped a
+        sequence (EOS or a stop token id) left out of its text."""
+        return self.tokenizer.batch_decode(
+            [c.token_ids[:-1] if c.finish_reason == "stop" else c.token_ids for c in choices],
+            skip_special_tokens=True,
+        )
 
     def refit(self, weights: Iterable[tuple[str, torch.Tensor]]) -> dict[str, float]:
         """Load HF-named weights into the running engine without touching disk, then drop the prefix cache."""

@@ -287,3 +287,19 @@ def test_the_critic_starts_from_an_hf_directory_or_a_checkpoint_step_and_nothing
     assert prep("tiny_cpu", f"critic.model_path='{step}'").missing_paths == []
     (wrong / "config.json").write_text("{}")
     assert prep("tiny_cpu", f"critic.model_path='{wrong}'").missing_paths == []
+
+
+def test_the_critic_moves_beside_the_policy_or_beside_generation_not_both():
+    assert "set one of them" in refusal("tiny_cpu", "trainer.overlap_critic=True")
+    assert prep("tiny_cpu", "trainer.overlap_critic=True", "trainer.critic_beside_generation=False")
+
+
+def test_the_critic_trains_beside_generation_on_cpu_ranks_only():
+    """The trainer asks the same function with the plan it places the workers by."""
+    cpu = prep("tiny_cpu").experiment
+    assert cpu.critic_trains_beside_generation(cpu.placement_plan())
+    assert not cpu.critic_trains_beside_generation(cpu.placement_plan(nodes=1, gpus_per_node=1))
+    off = prep("tiny_cpu", "trainer.critic_beside_generation=False").experiment
+    assert not off.critic_trains_beside_generation(off.placement_plan())
+    no_critic = prepare(Request("experiments/tiny_cpu.py", [], ["raw_reward"], dry_run=True)).experiment
+    assert not no_critic.critic_trains_beside_generation(no_critic.placement_plan())

@@ -64,6 +64,25 @@ def test_seeded_generation_of_a_batch_larger_than_one_prefill_is_reproducible(en
     assert [s.token_ids for g in first for s in g] == [s.token_ids for g in again for s in g]
 
 
+def test_texts_decoded_after_generation_match_vllms_own_detokenizer(engine):
+    """Without stop strings the engine skips vLLM's incremental detokenizer and decodes all texts in one call: the
+    same seeded samples, detokenized by vLLM (an unmatchable stop string forces it), must give the same texts,
+    including samples stopped by a stop token id that is not a special token (vLLM leaves it out of the text)."""
+    actor, tok = engine
+    batch = [tok(f"{i:02d}+{(37 * i) % 100:02d}=")["input_ids"] for i in range(40)]
+    stops = (tok.eos_token_id, tok.convert_tokens_to_ids("7"))
+    ours = SamplingConfig(n=4, temperature=1.0, max_new_tokens=6, stop_token_ids=stops, logprobs=False)
+    theirs = SamplingConfig(n=4, temperature=1.0, max_new_tokens=6, stop_token_ids=stops, stop=("#",))
+    fast, reference = (ray.get(actor.generate.remote(batch, sampling, 3)) for sampling in (ours, theirs))
+    fast, reference = [s for g in fast for s in g], [s for g in reference for s in g]
+    assert [s.token_ids for s in fast] == [s.token_ids for s in reference]
+    assert [s.text for s in fast] == [s.text for s in reference]
+    assert all(s.logprobs == [] for s in fast) and all(len(s.logprobs) == len(s.token_ids) for s in reference)
+    stopped_on_seven = [s for s in reference if s.token_ids[-1] == stops[1]]
+    assert stopped_on_seven and any(s.text for s in stopped_on_seven)
+    assert any(tok.eos_token_id in s.token_ids for s in reference) and any(s.truncated for s in reference)
+
+
 def mult_prob_error(policy, samples_per_prompt, prompt_ids):
     """masked_mean(exp(|logp_gen − logp_policy|)) over the generated tokens, the policy in Megatron."""
     rows, gen, masks = [], [], []

@@ -58,8 +58,8 @@ def record(monkeypatch) -> Recorder:
         seen.rollouts.append({"scores": batch["scores"].clone()})
         return batch, env_metrics
 
-    def recording_collect(self):
-        batch, env_metrics = collect(self)
+    def recording_collect(self, step):
+        batch, env_metrics = collect(self, step)
         seen.batches.append({k: v.clone() for k, v in batch.items() if isinstance(v, torch.Tensor)})
         return batch, env_metrics
 
@@ -213,12 +213,27 @@ def test_overlapping_the_critic_with_the_policy_changes_no_number(vapo_run, tmp_
     on the same batch, and its updated values were awaited before step 2 used them."""
     _, sequential, _ = vapo_run
     overlapped = run_tiny(tmp_path / "overlap", *VAPO_OPTIONS, f"policy.loss.kl_coef={VAPO_KL_COEF}",
-                          "trainer.max_steps=2", "trainer.overlap_critic=True")
+                          "trainer.max_steps=2", "trainer.overlap_critic=True",
+                          "trainer.critic_beside_generation=False")
     assert "timing/train/values_and_logprobs" in overlapped and "timing/train/values" not in overlapped
     compared = [name for name in overlapped if name.startswith("train/")]
     assert "train/critic/loss" in compared and "train/critic/explained_var" in compared
     for name in compared:
         assert {s: overlapped[name][s] for s in ("1", "2")} == {s: sequential[name][s] for s in ("1", "2")}, name
+
+def test_training_the_critic_beside_generation_changes_no_number(vapo_run, tmp_path):
+    """The default trains the critic while the engines generate the next batch
+    (``trainer.critic_beside_generation``); the VAPO run's first 2 steps in order (the critic's epoch, the actor's,
+    then generation) give every ``train/*`` metric to the bit, so step 2's batch and values were the same."""
+    _, beside, _ = vapo_run
+    in_order = run_tiny(tmp_path / "in_order", *VAPO_OPTIONS, f"policy.loss.kl_coef={VAPO_KL_COEF}",
+                        "trainer.max_steps=2", "trainer.critic_beside_generation=False")
+    assert "timing/train/critic_beside_generation" in beside and "timing/train/critic_beside_generation" not in in_order
+    compared = [name for name in in_order if name.startswith("train/")]
+    assert "train/critic/loss" in compared and "train/reward" in compared and "train/critic/explained_var" in compared
+    for name in compared:
+        assert {s: beside[name][s] for s in ("1", "2")} == {s: in_order[name][s] for s in ("1", "2")}, name
+
 
 CRITIC_FREE = {
     "grpo": lambda call: ref.grpo(lists(call["sequence_rewards"]), call["group_ids"].tolist()),
