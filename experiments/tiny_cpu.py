@@ -66,7 +66,8 @@ def config() -> fdl.Config:
             # the policy's embeddings and first layer under the value head: a third of the critic's cost, and it
             # explains the returns as well as all three layers do here (README, "What it learns")
             num_layers=1,
-            num_threads=1,  # it trains beside the vLLM engine (trainer.critic_beside_generation): a core each
+            num_threads=2,
+            num_threads_beside_generation=1,  # it trains beside the vLLM engine: a core each
         ),
         generation=fdl.Config(
             VLLMGeneration, model_path="", dtype="float32", max_model_len=32,

@@ -465,7 +465,8 @@ class PPOTrainer:
         is the one the sequential order gives: the next step's values still come from the updated critic.  The
         collected batch waits in :attr:`prefetched`; a checkpoint taken now keeps the loader's state from before it,
         and a resumed run collects it again (same seed, same weights)."""
-        epochs_refs = [self.critic.train_async(batch, num_minibatches=num_minibatches,
+        threads = self.exp.critic.num_threads_beside_generation
+        epochs_refs = [self.critic.train_async(batch, num_minibatches=num_minibatches, num_threads=threads,
                                                seed=derive_seed(self.exp.seed, "minibatch_order", self.step, epoch))
                        for epoch in range(epochs)]  # an actor runs its calls in order: the epochs stay sequential
         if self.step + 1 < self.cfg.max_steps:

@@ -146,9 +146,10 @@ class ValueGroup(MegatronGroup):
     def train(self, batch: dict, *, num_minibatches: int, seed: int) -> list[dict]:
         return self.call("train", batch, num_minibatches=num_minibatches, seed=seed)
 
-    def train_async(self, batch: dict, *, num_minibatches: int, seed: int) -> list:
-        """Start :meth:`train`; :meth:`wait_all` (``"train"``) gives each rank's answer."""
-        return self.call_async("train", batch, num_minibatches=num_minibatches, seed=seed)
+    def train_async(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list:
+        """Start :meth:`train` (with ``num_threads`` torch threads for its duration, if given); :meth:`wait_all`
+        (``"train"``) gives each rank's answer."""
+        return self.call_async("train", batch, num_minibatches=num_minibatches, seed=seed, num_threads=num_threads)
 
     def values_async(self, batch: dict) -> list:
         """Start :meth:`values`; :meth:`wait_all` (``"values"``) gives each rank's answer."""

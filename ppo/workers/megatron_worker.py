@@ -11,12 +11,26 @@ losses are normalised by counts over the whole minibatch, so the summed gradient
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
 from ppo.models.packing import token_budget_microbatches
 from ppo.rollout.batch import select, to_device, trim
 from ppo.workers.specs import MegatronModelSpec
+
+
+@contextmanager
+def torch_threads(count: int | None) -> Iterator[None]:
+    """This process's torch threads set to ``count`` for the block (``None``: unchanged)."""
+    before = torch.get_num_threads()
+    if count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class MegatronWorker:

@@ -94,6 +94,9 @@ class MegatronCritic(MegatronModelSpec):
     value_loss_scale: float = 1.0
     head_init_std: float = 0.02
     num_layers: int | None = None  # keep the first k transformer layers of the backbone it starts from (None: all)
+    # torch threads while it trains beside the engines (trainer.critic_beside_generation), which need a core too;
+    # None: num_threads
+    num_threads_beside_generation: int | None = None
 
     def layers_of(self, model_layers: int) -> int:
         """The critic's transformer layers when the backbone it starts from has ``model_layers``; raises

@@ -11,7 +11,7 @@ from ppo.models.architecture import Architecture
 from ppo.models.checkpoint import load_checkpoint
 from ppo.models.training import ModelTrainer
 from ppo.models.value import build_value_model, token_values
-from ppo.workers.megatron_worker import MegatronWorker
+from ppo.workers.megatron_worker import MegatronWorker, torch_threads
 from ppo.workers.specs import MegatronCritic
 
 
@@ -44,8 +44,12 @@ class ValueWorker(MegatronWorker):
     def values(self, batch: dict) -> torch.Tensor:
         return self.forward_rows(batch, lambda module, mb: token_values(module, mb["input_ids"], mb["segment_ids"]))
 
-    def train(self, batch: dict, *, num_minibatches: int, seed: int) -> list[dict]:
+    def train(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list[dict]:
         """One critic epoch: an optimizer step per shuffled minibatch on ``returns`` with ``values`` as V_old."""
+        with torch_threads(num_threads):
+            return self._train(batch, num_minibatches, seed)
+
+    def _train(self, batch: dict, num_minibatches: int, seed: int) -> list[dict]:
         results = []
         for minibatch in self.minibatches(batch, num_minibatches, seed):
             n_tokens = minibatch["response_mask"].sum().clamp(min=1).to(self.device)
