@@ -248,8 +248,10 @@ def main() -> None:
 
     print(f"\nstep phases, median s over steps 2-{args.steps} (validation: over the steps that ran it)")
     print(f"{'phase':<22}{'this stack':>12}{'plain torch':>13}{'ratio':>8}")
-    for phase in [*PER_STEP[:1], "generation/engines", "generation/scoring", *PER_STEP[1:], "refit", "validation",
-                  "total_step_time"]:
+    # critic_beside_generation: the critic's updates while the engines generate the next batch (that generation is
+    # counted under the next step's generation); the baseline does them in order, under training
+    for phase in [*PER_STEP[:1], "generation/engines", "generation/scoring", *PER_STEP[1:], "refit",
+                  "critic_beside_generation", "validation", "total_step_time"]:
         ours, plain = phases.get(phase), baseline.get(phase)
         cells = [f"{value:.3f}" if value is not None else "—" for value in (ours, plain)]
         ratio = f"{ours / plain:.2f}" if ours is not None and plain else ""

@@ -67,6 +67,9 @@ class VLLMGeneration:
     kv_cache_bytes: int | None = None
     enforce_eager: bool = True
     max_num_seqs: int | None = None  # sequences an engine step may hold (vLLM's default when None); more = fewer steps
+    # vLLM's prefix cache: the samples of a prompt share its KV blocks (the refit empties it every step).  Prompts
+    # shorter than one KV block share nothing, and then the bookkeeping is pure cost
+    enable_prefix_caching: bool = True
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     refit_bucket_bytes: int = 512 << 20  # the policy streams its weights to the engines in buckets of this size

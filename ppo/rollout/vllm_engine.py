@@ -73,6 +73,7 @@ class VLLMEngine:
             enforce_eager=cfg.enforce_eager,
             seed=cfg.seed,
             logprobs_mode="processed_logprobs",
+            enable_prefix_caching=cfg.enable_prefix_caching,
         )
         if cfg.max_num_seqs is not None:
             kwargs["max_num_seqs"] = cfg.max_num_seqs
