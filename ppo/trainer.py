@@ -475,8 +475,8 @@ class PPOTrainer:
             try:
                 with self.timed("generation"):
                     self.enter_phase("generate")
-                    batch, env_metrics = self.collect(self.step + 1)
-                self.prefetched = (batch, env_metrics, self.timings)
+                    next_batch, env_metrics = self.collect(self.step + 1)
+                self.prefetched = (next_batch, env_metrics, self.timings)
             finally:
                 self.timings = outer
             self.current_phase = "critic_beside_generation"
