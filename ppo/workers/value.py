@@ -45,21 +45,19 @@ class ValueWorker(MegatronWorker):
         return self.forward_rows(batch, lambda module, mb: token_values(module, mb["input_ids"], mb["segment_ids"]))
 
     def train(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list[dict]:
-        """One critic epoch: an optimizer step per shuffled minibatch on ``returns`` with ``values`` as V_old."""
-        with torch_threads(num_threads):
-            return self._train(batch, num_minibatches, seed)
-
-    def _train(self, batch: dict, num_minibatches: int, seed: int) -> list[dict]:
+        """One critic epoch: an optimizer step per shuffled minibatch on ``returns`` with ``values`` as V_old (with
+        ``num_threads`` torch threads, if given, for its duration)."""
         results = []
-        for minibatch in self.minibatches(batch, num_minibatches, seed):
-            n_tokens = minibatch["response_mask"].sum().clamp(min=1).to(self.device)
+        with torch_threads(num_threads):
+            for minibatch in self.minibatches(batch, num_minibatches, seed):
+                n_tokens = minibatch["response_mask"].sum().clamp(min=1).to(self.device)
 
-            def loss_fn(module, mb, n_tokens=n_tokens):
-                values = token_values(module, mb["input_ids"], mb["segment_ids"])
-                return value_loss(values, mb["values"], mb["returns"], mb["response_mask"],
-                                  clip_range=self.spec.value_clip, scale=self.spec.value_loss_scale,
-                                  global_valid_toks=n_tokens)
+                def loss_fn(module, mb, n_tokens=n_tokens):
+                    values = token_values(module, mb["input_ids"], mb["segment_ids"])
+                    return value_loss(values, mb["values"], mb["returns"], mb["response_mask"],
+                                      clip_range=self.spec.value_clip, scale=self.spec.value_loss_scale,
+                                      global_valid_toks=n_tokens)
 
-            self.trainer.module.train()
-            results.append(self.trainer.step(self.microbatches(minibatch), loss_fn))
+                self.trainer.module.train()
+                results.append(self.trainer.step(self.microbatches(minibatch), loss_fn))
         return results
