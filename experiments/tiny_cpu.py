@@ -5,6 +5,7 @@
     python launch.py experiments/tiny_cpu.py --fiddler raw_reward             # the same without a critic
     python launch.py experiments/tiny_cpu.py --fiddler grpo                   # or rloo, reinforce_pp(_baseline)
     python launch.py experiments/tiny_cpu.py --fiddler mixed_sizes            # 1-, 2- and 3-digit sums in one stream
+    python launch.py experiments/tiny_cpu.py --fiddler reversed_answers       # sums written units digit first
 
 A random Qwen2-architecture model is created in the run directory, warm-started with a few supervised steps that
 teach the answer format (it stays far from solving the task), then trained with PPO: vLLM samples 4 answers
@@ -104,6 +105,11 @@ def mixed_sizes(cfg: fdl.Config) -> None:
     """Fiddler: 1-, 2- and 3-digit sums in one stream, so that a prompt's value can be read off its size."""
     cfg.task = fdl.Config(MixedArithmeticTaskSpec, digits=(1, 2, 3), weights=(0.25, 0.6, 0.15), train_size=8000,
                           val_size=256)
+
+
+def reversed_answers(cfg: fdl.Config) -> None:
+    """Fiddler: answers least significant digit first (``12+39=`` → ``15``), so that a partial answer can be judged."""
+    cfg.task.reverse_answer = True
 
 
 def raw_reward(cfg: fdl.Config) -> None:

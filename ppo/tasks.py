@@ -39,7 +39,11 @@ class _GeneratedArithmetic:
 
 @dataclass
 class ArithmeticTaskSpec(_GeneratedArithmetic):
-    """The synthetic CPU task (``12+34=`` → ``46``), a character tokenizer, answers graded by the math verifier."""
+    """The synthetic CPU task (``12+34=`` → ``46``), a character tokenizer, answers graded by the math verifier.
+
+    ``reverse_answer=True``: answers least significant digit first (``12+34=`` → ``64``), which a value model can judge
+    digit by digit (see ``ppo.data.arithmetic``).
+    """
 
     digits: int = 2
     num_operands: int = 2
@@ -47,9 +51,11 @@ class ArithmeticTaskSpec(_GeneratedArithmetic):
     train_size: int = 8000
     val_size: int = 256
     seed: int = 0
+    reverse_answer: bool = False
 
     def _task(self) -> ArithmeticTask:
-        return ArithmeticTask(digits=self.digits, num_operands=self.num_operands, operations=self.operations)
+        return ArithmeticTask(digits=self.digits, num_operands=self.num_operands, operations=self.operations,
+                              reverse_answer=self.reverse_answer)
 
     def train_records(self):
         return self._task().generate("train", self.train_size, seed=self.seed)

@@ -9,6 +9,12 @@ Held-out problems are disjoint from training problems by construction: a problem
 a hash of its text falls below ``heldout_fraction``. The partition depends only on the problem, never on a seed or
 on how many problems were asked for, so held-out accuracy always measures problems the policy cannot have trained on,
 and every seed and run evaluates on the same part of the problem space.
+
+``reverse_answer=True`` asks for the result least significant digit first (``12+39=`` → ``15`` for 51, a minus
+sign still in front). Each answer digit then depends only on the operand digits at its place and the carry from the
+digit before it, so a partial answer can be judged digit by digit: a value model can see that ``12+39=4`` is already
+wrong. Problems whose result ends in 0 are left out in this mode, so that no reversed answer begins with a 0 that the
+math verifier, which compares numbers, would let the policy drop.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class ArithmeticTask:
     pad_operands: bool = True
     heldout_fraction: float = 0.1
     allow_negative: bool = True
+    reverse_answer: bool = False
 
     def __post_init__(self) -> None:
         if self.digits < 1:
@@ -75,6 +82,12 @@ class ArithmeticTask:
             result = result + operand if op == "+" else result - operand
         return result
 
+    def answer_text(self, answer: int) -> str:
+        """The ground truth as the policy must write it: the integer, its digits reversed when ``reverse_answer``."""
+        if not self.reverse_answer:
+            return str(answer)
+        return ("-" if answer < 0 else "") + str(abs(answer))[::-1]
+
     def split_of(self, text: str) -> str:
         """``"heldout"`` or ``"train"``, from a hash of the problem's text (stable across processes and machines)."""
         digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
@@ -87,9 +100,11 @@ class ArithmeticTask:
         answer = self.evaluate(operands, operators)
         if answer < 0 and not self.allow_negative:
             return None
+        if self.reverse_answer and answer % 10 == 0:
+            return None
         return Record(
             prompt=text,
-            ground_truth=str(answer),
+            ground_truth=self.answer_text(answer),
             id=f"arithmetic/{text}",
             metadata={"source": "arithmetic", "split": split, "operands": list(operands), "operators": list(operators)},
         )

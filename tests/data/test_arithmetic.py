@@ -19,7 +19,17 @@ TASKS = [
     ArithmeticTask(digits=1, num_operands=3, operations="+-"),
     ArithmeticTask(digits=3, num_operands=3, operations="+-", allow_negative=False),
     ArithmeticTask(digits=2, operations="-", pad_operands=False, heldout_fraction=0.25),
+    ArithmeticTask(digits=2, operations="+-", reverse_answer=True),
 ]
+
+
+def written_value(task: ArithmeticTask, ground_truth: str) -> int:
+    """The integer an answer stands for, read back from the way the task writes it."""
+    if not task.reverse_answer:
+        return int(ground_truth)
+    sign, digits = (-1, ground_truth[1:]) if ground_truth.startswith("-") else (1, ground_truth)
+    assert digits[0] != "0", f"a reversed answer that begins with 0: {ground_truth}"
+    return sign * int(digits[::-1])
 
 
 @pytest.mark.parametrize("task", TASKS, ids=str)
@@ -30,7 +40,8 @@ def test_problems_are_well_formed_and_answers_correct(task):
         assert len({r.prompt for r in records}) == size
         for r in records:
             assert set(r.prompt) <= set(ALPHABET) and set(r.ground_truth) <= set(ALPHABET)
-            assert r.ground_truth == str(reference_value(r.prompt))
+            assert written_value(task, r.ground_truth) == reference_value(r.prompt)
+            assert re.fullmatch(r"-?[1-9]\d*|0", r.ground_truth), "no leading zeros, whichever way it is written"
             assert r.metadata["split"] == split
             operands = re.findall(r"\d+", r.prompt)
             assert len(operands) == task.num_operands
@@ -91,6 +102,15 @@ def test_subtraction_can_go_negative_unless_forbidden():
     assert any(r.ground_truth.startswith("-") for r in signed)
     unsigned = ArithmeticTask(operations="-", allow_negative=False).generate("train", 500)
     assert all(not r.ground_truth.startswith("-") for r in unsigned)
+
+
+def test_reversed_answers_are_the_digits_least_significant_first():
+    task = ArithmeticTask(reverse_answer=True, operations="+-")
+    assert [task.answer_text(n) for n in (51, 7, 123, -45, -8)] == ["15", "7", "321", "-54", "-8"]
+    records = task.generate("train", 2000, seed=0)
+    assert {r.prompt for r in records}.isdisjoint({"12+38=", "50+50="}), "results ending in 0 are left out"
+    assert not any(reference_value(r.prompt) % 10 == 0 for r in records)
+    assert any(len(r.ground_truth) == 3 for r in records) and any(r.ground_truth.startswith("-") for r in records)
 
 
 @pytest.mark.parametrize(

@@ -76,3 +76,17 @@ def test_a_mixed_arithmetic_task_keeps_its_shares_and_never_trains_on_a_heldout_
 def test_a_mixed_arithmetic_task_refuses_settings_it_cannot_mix(settings, message):
     with pytest.raises(ValueError, match=message):
         MixedArithmeticTaskSpec(**settings).validate()
+
+
+def test_the_reversed_answers_fiddler_asks_for_sums_written_units_digit_first():
+    from ppo.launch.prepare import Request, prepare
+
+    experiment = prepare(Request("experiments/tiny_cpu.py", [], ["reversed_answers"], dry_run=True)).experiment
+    records = experiment.task.train_records()
+    assert len(records) == 8000
+    for r in records[:200]:
+        left, right = r.prompt[:-1].split("+")
+        assert r.ground_truth == str(int(left) + int(right))[::-1]
+    assert any(r.ground_truth != r.ground_truth[::-1] for r in records[:200])
+    default = prepare(Request("experiments/tiny_cpu.py", [], [], dry_run=True)).experiment
+    assert all(r.ground_truth == str(sum(map(int, r.prompt[:-1].split("+")))) for r in default.task.val_records())
