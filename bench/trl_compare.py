@@ -17,6 +17,8 @@ script puts the checkout on ``PYTHONPATH`` for the TRL side itself.  Then::
     .venv/bin/python bench/trl_compare.py --steps 3 --warm-start-steps 20    # a smoke test
     .venv/bin/python bench/trl_compare.py --only trl --seed 1    # one side (TRL still needs the project's warm start)
     .venv/bin/python bench/trl_compare.py --ours-fiddler grpo    # the project with GRPO's advantages instead of GAE
+    .venv/bin/python bench/trl_compare.py trainer.ppo_epochs=2   # another shape: overrides reach both sides
+    .venv/bin/python bench/trl_compare.py --trl-passes 2         # TRL with 2 passes a round, whatever the project's
 
 (``--trl-python`` names the TRL environment's interpreter, default ``/work/trl-venv/bin/python``.)  Each side runs
 in a fresh process of its own, one after the other, never at the same time: the project's side in ``.venv`` (the
@@ -39,8 +41,8 @@ What is the same on both sides:
   the same 128 prompts on both sides; the prompts are checked to tokenize to the same ids.  The same 256 held-out
   problems, greedy, every ``trainer.val_period`` (10) steps and at the last, scored by the same verifier
   (``MathEnvironment``: math-verify in a worker process, reward 1/0), timed apart from the steps.
-- **Settings**, read from the experiment: 128 prompts × 4 samples a step, 2 passes over the batch
-  (``num_iterations=2``) × 4 minibatches of 128 samples (8 optimizer steps per generation round), Adam (TRL's AdamW
+- **Settings**, read from the experiment: 128 prompts × 4 samples a step, ``trainer.ppo_epochs`` passes over the
+  batch (``num_iterations``; ``--trl-passes`` sets TRL's alone) × 4 minibatches of 128 samples, Adam (TRL's AdamW
   with no weight decay) at lr 1e-4 constant, betas and epsilon alike, gradient clipping at 1.0, clip epsilon 0.2,
   no KL (``beta=0``), temperature 1, top-p/top-k off, at most 5 new tokens, ``<eos>`` stops, float32, 2 torch
   threads, CPU only.
@@ -104,9 +106,12 @@ def build_experiment(args):
     """The embedded default as ``launch.py`` would build it, with this comparison's few overrides."""
     from ppo.launch.prepare import Request, prepare
 
-    overrides = [f"seed={args.seed}", f"trainer.max_steps={args.steps}", "trainer.wandb_mode=disabled"]
+    overrides = [*args.overrides, f"seed={args.seed}", f"trainer.max_steps={args.steps}",
+                 "trainer.wandb_mode=disabled"]
     if args.warm_start_steps is not None:
         overrides.append(f"trainer.warm_start_steps={args.warm_start_steps}")
+    if args.side == "trl" and args.trl_passes is not None:  # TRL reads its num_iterations from the experiment
+        overrides.append(f"trainer.ppo_epochs={args.trl_passes}")
     return prepare(Request(str(EXPERIMENT), overrides, list(args.ours_fiddler))).experiment
 
 
@@ -363,6 +368,9 @@ def run_child(python: str, side: str, args, result: Path, extra: list[str] = ())
         command += ["--warm-start-steps", str(args.warm_start_steps)]
     for name in args.ours_fiddler if side == "ours" else []:
         command += ["--ours-fiddler", name]
+    if args.trl_passes is not None:
+        command += ["--trl-passes", str(args.trl_passes)]
+    command += args.overrides
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
     status = subprocess.run(command, env=env).returncode
@@ -457,6 +465,10 @@ def main() -> None:
                         "experiment's 150; fewer for a smoke test)")
     parser.add_argument("--ours-fiddler", action="append", default=[], help="a fiddler of experiments/tiny_cpu.py "
                         "for the project's side, e.g. grpo (repeatable)")
+    parser.add_argument("overrides", nargs="*", help="path=value overrides of the experiment; TRL's settings are read "
+                        "from it, so they reach both sides (e.g. trainer.ppo_epochs=1)")
+    parser.add_argument("--trl-passes", type=int, help="TRL's passes over each generation round (num_iterations; "
+                        "default: the experiment's trainer.ppo_epochs, like for like)")
     parser.add_argument("--trl-python", default=DEFAULT_TRL_PYTHON, help="the interpreter of the TRL venv")
     parser.add_argument("--keep", help="work in this directory and keep it (default: a temporary one)")
     parser.add_argument("--side", choices=["ours", "trl"], help=argparse.SUPPRESS)  # internal: one side, this process
