@@ -21,6 +21,9 @@ FEW_STEPS = [
     "trainer.prompts_per_step=32",
     "trainer.generations_per_prompt=4",
     "trainer.num_minibatches=2",
+    # two passes (the default takes one): the second pass trains on a policy that has moved from the one that
+    # sampled, which the clip, dual-clip and KL checks need within a few steps
+    "trainer.ppo_epochs=2",
     "trainer.warm_start_steps=40",
     "trainer.val_period=100",
     "trainer.checkpoint_period=100",
