@@ -40,7 +40,8 @@ What is the same on both sides:
   ``PromptLoader`` (same seed, 128 prompts a step) serves, read in order (``shuffle_dataset=False``), so step k sees
   the same 128 prompts on both sides; the prompts are checked to tokenize to the same ids.  The same 256 held-out
   problems, greedy, every ``trainer.val_period`` (10) steps and at the last, scored by the same verifier
-  (``MathEnvironment``: math-verify in a worker process, reward 1/0), timed apart from the steps.
+  (``MathEnvironment``: math-verify in a worker process, reward 1/0), timed apart from the steps.  With
+  ``reward_shaping.char_credit`` the TRL reward adds the same partial credit, summed over the answer.
 - **Settings**, read from the experiment: 128 prompts × 4 samples a step, ``trainer.ppo_epochs`` passes over the
   batch (``num_iterations``; ``--trl-passes`` sets TRL's alone) × 4 minibatches of 128 samples, Adam (TRL's AdamW
   with no weight decay) at lr 1e-4 constant, betas and epsilon alike, gradient clipping at 1.0, clip epsilon 0.2,
@@ -198,7 +199,8 @@ def run_trl(args) -> None:
     env = MathEnvironment(num_workers=experiment.trainer.math_workers)
     try:
         progress = round_timer_callback(experiment, GreedyValidator(experiment, tokenizer, env))
-        trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=math_reward(env),
+        trainer = GRPOTrainer(model=model, processing_class=tokenizer,
+                              reward_funcs=math_reward(env, experiment.reward_shaping.char_credit),
                               args=grpo_config(experiment, Path(args.workdir) / "trl", args.seed),
                               train_dataset=train_dataset(experiment, tokenizer), callbacks=[progress])
         trainer.remove_callback(PrinterCallback)  # the per-round line below replaces its log dicts
@@ -229,10 +231,20 @@ def check_same_prompt_ids(prompts: list[str], project_ids: list[list[int]], toke
         raise SystemExit("trl_compare: TRL would tokenize the prompts differently from the project")
 
 
-def math_reward(env):
-    """A TRL reward function: the project's verifier (1.0 correct, 0.0 otherwise) against each ``ground_truth``."""
+def math_reward(env, char_credit: float = 0.0):
+    """A TRL reward function: the project's verifier (1.0 correct, 0.0 otherwise) against each ``ground_truth``,
+    plus, with ``reward_shaping.char_credit``, the same partial credit the project's run gets, summed over the answer
+    (GRPO's reward is one number a sample)."""
+    import torch
+
+    from ppo.algorithms.rewards import answer_char_credit
+
     def math_verifier(completions, ground_truth, **_):
         rewards, _ = env.score(completions, ground_truth)
+        if char_credit:
+            start = torch.zeros(len(completions), dtype=torch.long)
+            width = max(map(len, completions), default=0)
+            rewards = rewards + answer_char_credit(completions, ground_truth, start, width, weight=char_credit).sum(-1)
         return rewards.tolist()
 
     return math_verifier

@@ -6,6 +6,7 @@
     python launch.py experiments/tiny_cpu.py --fiddler grpo                   # or rloo, reinforce_pp(_baseline)
     python launch.py experiments/tiny_cpu.py --fiddler mixed_sizes            # 1-, 2- and 3-digit sums in one stream
     python launch.py experiments/tiny_cpu.py --fiddler reversed_answers       # sums written units digit first
+    python launch.py experiments/tiny_cpu.py reward_shaping.char_credit=1.0   # partial credit per right digit
 
 A random Qwen2-architecture model is created in the run directory, warm-started with a few supervised steps that
 teach the answer format (it stays far from solving the task), then trained with PPO: vLLM samples 4 answers

@@ -150,6 +150,10 @@ class Experiment:
               f"generation.sampling.max_new_tokens={sampling.max_new_tokens}]")
         check(not shaping.scale or shaping.source_max > shaping.source_min,
               f"reward_shaping.source_max={shaping.source_max} must exceed source_min={shaping.source_min}")
+        check(shaping.char_credit >= 0, f"reward_shaping.char_credit must be >= 0, got {shaping.char_credit}")
+        check(not shaping.char_credit or getattr(self.task, "one_token_per_character", False),
+              f"reward_shaping.char_credit credits each answer character on its own token, which needs a task whose "
+              f"tokenizer writes one token per character (the arithmetic tasks), not {type(self.task).__name__}")
 
     def _validate_numbers(self) -> None:
         """Every number in the experiment finite, and every seed one the run's generators accept."""

@@ -20,6 +20,8 @@ from ppo.data.records import Record
 class _GeneratedArithmetic:
     """What the arithmetic tasks share: the bare prompt, the character tokenizer, no files."""
 
+    one_token_per_character = True  # what reward_shaping.char_credit needs
+
     def template(self) -> PromptTemplate:
         return PromptTemplate("{prompt}")
 

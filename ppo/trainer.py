@@ -41,7 +41,13 @@ from ppo.algorithms.critic_loss import explained_variance
 from ppo.algorithms.kl import KLController, kl_penalty
 from ppo.algorithms.masked import masked_mean, masked_var
 from ppo.algorithms.metrics import between_prompt_share, mean_by_group, reduce_metrics
-from ppo.algorithms.rewards import overlong_penalty, scale_rewards, token_level_rewards, whiten_rewards
+from ppo.algorithms.rewards import (
+    answer_char_credit,
+    overlong_penalty,
+    scale_rewards,
+    token_level_rewards,
+    whiten_rewards,
+)
 from ppo.algorithms.sampling import dynamic_sampling_mask
 from ppo.data import PromptLoader
 from ppo.envs.math_env import MathEnvironment
@@ -297,6 +303,11 @@ class PPOTrainer:
             rewards += overlong_penalty(batch["response_lengths"], buffer_length=shaping.overlong_buffer,
                                         max_response_length=self.exp.generation.sampling.max_new_tokens,
                                         penalty_factor=shaping.overlong_penalty)
+        if shaping.char_credit:
+            batch["char_credit"] = answer_char_credit(batch["responses"], batch["ground_truths"],
+                                                      batch["prompt_lengths"], batch["input_ids"].shape[1],
+                                                      weight=shaping.char_credit)
+            rewards += batch["char_credit"].sum(dim=-1)
         return rewards
 
     def collect(self, step: int) -> tuple[dict, dict]:
@@ -376,7 +387,8 @@ class PPOTrainer:
         if "logp_ref" in batch:
             kl = kl_penalty(batch["logp_old"], batch["logp_ref"], self.exp.policy.loss.kl_kind) * mask
             metrics["train/kl_to_reference"] = masked_mean(kl, mask).item()
-        token_rewards = token_level_rewards(batch["rewards"], mask, kl=kl, kl_coef=self.kl.coef)
+        token_rewards = token_level_rewards(batch["rewards"], mask, kl=kl, kl_coef=self.kl.coef,
+                                            placed=batch.get("char_credit"))
         if self.exp.reward_shaping.whiten_token_rewards:
             token_rewards = whiten_rewards(token_rewards, mask, shift_mean=False)
         metrics["train/token_rewards_std"] = masked_var(token_rewards, mask).sqrt().item()

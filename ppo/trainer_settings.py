@@ -17,7 +17,13 @@ class RewardShaping:
     a penalty growing linearly over the last ``overlong_buffer`` tokens of the length budget), and overlong filtering
     (``overlong_filter``: truncated samples are masked out of the losses).  ``whiten_token_rewards`` scales the
     per-token rewards (the KL term included) to unit variance over the batch before the estimator, as TRL's
-    ``whiten_rewards`` does (estimators that read per-token rewards only: GAE, Reinforce++)."""
+    ``whiten_rewards`` does (estimators that read per-token rewards only: GAE, Reinforce++).
+
+    ``char_credit`` > 0 adds partial credit for the answer's right characters (``ppo.algorithms.rewards.
+    answer_char_credit``): ``char_credit / len(truth)`` for each character that equals the truth's at its place,
+    on that character's token, on top of the verifier's 1/0.  Estimators that read per-token rewards (GAE,
+    Reinforce++) see each character's credit on its own token; the others see the sequence total.  It needs a task
+    whose tokenizer writes one token per character (the arithmetic tasks)."""
 
     scale: bool = False
     source_min: float = 0.0
@@ -28,6 +34,7 @@ class RewardShaping:
     overlong_penalty: float = 1.0
     overlong_filter: bool = False
     whiten_token_rewards: bool = False
+    char_credit: float = 0.0
 
 
 OLD_LOGPROBS = ("policy", "engine")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from ppo.algorithms.masked import masked_whiten
@@ -19,11 +21,15 @@ def token_level_rewards(
     *,
     kl: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    placed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-token rewards ``[B, T]``: ``−β·KL_t`` on every trainable token, plus ``R`` on the last trainable token.
 
     The scalar reward goes to the last position where ``mask`` is 1, not the last position of the row, so padding
     and masked spans after the response never receive it.  Rows with an empty mask get no reward.
+
+    ``placed`` ``[B, T]`` is a part of ``R`` that belongs to given tokens (:func:`answer_char_credit`): it stays on
+    them, and the rest of ``R``, ``R − Σ_t placed``, goes to the last token, so each row's total is still ``R``.
     """
     m = mask.to(sequence_rewards.dtype)
     rewards = torch.zeros_like(m)
@@ -31,8 +37,39 @@ def token_level_rewards(
         rewards = rewards - kl_coef * kl.detach().to(rewards.dtype)
     last = last_trainable_index(mask)
     rows = torch.nonzero(last >= 0).squeeze(-1)
+    if placed is not None:
+        placed = placed.to(rewards.dtype) * m
+        rewards = rewards + placed
+        sequence_rewards = sequence_rewards - placed.sum(dim=-1)
     rewards[rows, last[rows]] += sequence_rewards[rows]
     return rewards * m
+
+
+def answer_char_credit(
+    responses: Sequence[str],
+    ground_truths: Sequence[str],
+    response_start: torch.Tensor,
+    width: int,
+    *,
+    weight: float,
+) -> torch.Tensor:
+    """Partial credit ``[B, width]`` for the characters of an answer that are right: ``weight / len(truth)`` on the
+    token of each response character that equals the ground truth's character at the same place.
+
+    Each response must be written one token per character from column ``response_start[b]`` (the arithmetic tasks'
+    character tokenizer), so that character ``j`` is token ``response_start[b] + j``.  Characters past the end of
+    the truth earn nothing, so a row's credit is ``weight × (matching places) / len(truth)`` at most ``weight``;
+    the verifier's exact-match reward is separate and comes on top.
+    """
+    credit = torch.zeros(len(responses), width)
+    for row, (text, truth, start) in enumerate(zip(responses, ground_truths, response_start.tolist())):
+        if start + len(text) > width:
+            raise ValueError(f"response {text!r} of sample {row} runs past the batch's {width} columns: character "
+                             f"credit needs one token per character")
+        for j, (said, right) in enumerate(zip(text, truth)):
+            if said == right:
+                credit[row, start + j] = weight / len(truth)
+    return credit
 
 
 def scale_rewards(

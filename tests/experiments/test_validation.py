@@ -275,6 +275,16 @@ def test_whitening_token_rewards_is_refused_for_estimators_that_ignore_them():
     fdl.build(cfg).validate()
 
 
+def test_char_credit_needs_one_token_per_character():
+    assert refusal("tiny_gsm8k_cpu", "reward_shaping.char_credit=1.0") == (
+        "reward_shaping.char_credit credits each answer character on its own token, which needs a task whose "
+        "tokenizer writes one token per character (the arithmetic tasks), not GSM8KTaskSpec")
+    assert refusal("tiny_cpu", "reward_shaping.char_credit=-1") == "reward_shaping.char_credit must be >= 0, got -1.0"
+    prep("tiny_cpu", "reward_shaping.char_credit=0.5")
+    prepare(Request("experiments/tiny_cpu.py", ["reward_shaping.char_credit=0.5"], fiddlers=["mixed_sizes"],
+                    dry_run=True))
+
+
 def test_the_critic_starts_from_an_hf_directory_or_a_checkpoint_step_and_nothing_else(tmp_path):
     wrong = tmp_path / "not_a_model"
     wrong.mkdir()

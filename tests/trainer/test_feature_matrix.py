@@ -16,6 +16,7 @@ option's wiring from the config to the loop is cut, not only when its formula is
     short batch      dynamic sampling that keeps too few samples stops a run with trainer.short_batch="fail"
     warm critic      the critic of the vapo run, from its HF export (one step)
     overlap          the vapo run's first 2 steps with the critic working beside the policy: the same numbers
+    char credit      one step with partial credit for each right answer character, on that character's token
     seeds            one step each with seed 1 and warm_start_seed 1: the seed moves the RL, not the warm start
     old logprobs     one step with logp_old from the engine and one recomputed by the policy: the same training
 """
@@ -318,6 +319,33 @@ def test_a_mixed_size_task_reports_validation_accuracy_per_size(ray_runtime, tmp
     overall = sum(sizes[name] * accuracy for name, accuracy in per_size.items()) / 40  # tests/algorithms
     assert m["validation/accuracy"]["1"] == pytest.approx(overall)
     assert not [name for name in m if name.startswith("validation/accuracy/") and name[20:] not in sizes]
+
+
+def test_char_credit_rewards_each_right_answer_character_on_its_own_token(ray_runtime, recorder, tmp_path):  # noqa: F811
+    """``reward_shaping.char_credit``: the estimator's token rewards, rebuilt from the tokens alone (the problem
+    re-solved from the prompt's characters), hold ``weight / len(truth)`` on each answer character that is right at
+    its place and the verifier's 1/0 on the last token; the sequence reward is their sum."""
+    import re
+
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
+
+    weight = 0.5
+    run_tiny(tmp_path / "char_credit", "trainer.max_steps=1", "trainer.prompts_per_step=16",
+             f"reward_shaping.char_credit={weight}")
+    chars = build_arithmetic_tokenizer().convert_ids_to_tokens
+    (batch,), (call,) = recorder.batches, recorder.estimates
+    credited = 0
+    for row, ids in enumerate(batch["input_ids"].tolist()):
+        start, length = int(batch["prompt_lengths"][row]), int(batch["response_lengths"][row])
+        text = chars(ids)
+        truth = str(sum(int(term) for term in re.findall(r"[+-]?\d+", "".join(text[:start - 1]))))
+        answer = text[start:start + length]
+        expected = [weight / len(truth) if j < len(truth) and answer[j] == truth[j] else 0.0 for j in range(length)]
+        credited += sum(x > 0 for x in expected)
+        expected[-1] += float(batch["scores"][row])
+        assert lists(call["token_rewards"][row, start:start + length]) == pytest.approx(expected, abs=1e-6)
+        assert float(batch["rewards"][row]) == pytest.approx(sum(expected), abs=1e-6)
+    assert credited > 0 and float(batch["scores"].mean()) < 1, "no partial answer to credit: the check is idle"
 
 
 def test_a_run_seed_varies_the_rl_but_not_the_warm_started_checkpoint(ray_runtime, tmp_path):  # noqa: F811
