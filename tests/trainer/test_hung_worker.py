@@ -23,6 +23,10 @@ def test_a_stopped_critic_fails_the_step_by_name_and_keeps_the_checkpoint(ray_ru
 
     def stop_the_critic_before_step_2(self):
         if self.step == 1:
+            # the run's limit reaches the critic; it is cut to 10 s only now, so that step 1's first calls (slow on a
+            # fresh install) cannot be what times out, and the test waits 10 s for the hung one
+            assert self.critic.timeout_s == 120
+            self.critic.timeout_s = 10
             stopped.append(self.critic.call("placement_info")["pid"])
             os.kill(stopped[0], signal.SIGSTOP)
         return train_step(self)
@@ -31,7 +35,7 @@ def test_a_stopped_critic_fails_the_step_by_name_and_keeps_the_checkpoint(ray_ru
     run_dir = tmp_path / "hung"
     try:
         with pytest.raises(TrainingStopped) as failure:
-            run_tiny(run_dir, "trainer.worker_timeout_s=10", "trainer.checkpoint_period=1",
+            run_tiny(run_dir, "trainer.worker_timeout_s=120", "trainer.checkpoint_period=1",
                      "trainer.warm_start_steps=0")
     finally:
         for pid in stopped:
