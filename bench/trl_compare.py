@@ -37,13 +37,16 @@ What is the same on both sides:
   ``<workdir>/warm_start_policy``.  TRL loads that directory (weights and tokenizer).  Held-out accuracy at step 0
   on both sides checks it.  With ``--only trl`` the project's run stops right after the export.
 - **Data.**  The experiment file's task records; TRL's training set is the exact sequence of batches the project's
-  ``PromptLoader`` (same seed, 128 prompts a step) serves, read in order (``shuffle_dataset=False``), so step k sees
-  the same 128 prompts on both sides; the prompts are checked to tokenize to the same ids.  The same 256 held-out
+  ``PromptLoader`` (same seed, TRL's prompts a step) serves, read in order (``shuffle_dataset=False``), so with the
+  same shape on both sides step k sees the same prompts (with the project's 512 × 1, its step k sees 512 prompts of
+  the same shuffled stream, TRL's 128); the prompts are checked to tokenize to the same ids.  The same 256 held-out
   problems, greedy, every ``trainer.val_period`` (10) steps and at the last, scored by the same verifier
   (``MathEnvironment``: math-verify in a worker process, reward 1/0), timed apart from the steps.  With
   ``reward_shaping.char_credit`` the TRL reward adds the same partial credit, summed over the answer.
-- **Settings**, read from the experiment: 128 prompts × 4 samples a step, ``trainer.ppo_epochs`` passes over the
-  batch (``num_iterations``; ``--trl-passes`` sets TRL's alone) × 4 minibatches of 128 samples, Adam (TRL's AdamW
+- **Settings**, read from the experiment: 512 samples a step (the project's default: 512 prompts × 1 answer; TRL's
+  GRPO needs groups, so its side takes 128 prompts × 4 answers, ``--trl-prompts``/``--trl-generations``),
+  ``trainer.ppo_epochs`` passes over the batch (``num_iterations``; ``--trl-passes`` sets TRL's alone) × 4
+  minibatches of 128 samples, Adam (TRL's AdamW
   with no weight decay) at lr 1e-4 constant, betas and epsilon alike, gradient clipping at 1.0, clip epsilon 0.2,
   no KL (``beta=0``), temperature 1, top-p/top-k off, at most 5 new tokens, ``<eos>`` stops, float32, 2 torch
   threads, CPU only.
@@ -113,6 +116,9 @@ def build_experiment(args):
         overrides.append(f"trainer.warm_start_steps={args.warm_start_steps}")
     if args.side == "trl" and args.trl_passes is not None:  # TRL reads its num_iterations from the experiment
         overrides.append(f"trainer.ppo_epochs={args.trl_passes}")
+    if args.side == "trl":  # and its group shape: GRPO needs several answers to each prompt
+        overrides += [f"trainer.prompts_per_step={args.trl_prompts}",
+                      f"trainer.generations_per_prompt={args.trl_generations}"]
     return prepare(Request(str(EXPERIMENT), overrides, list(args.ours_fiddler))).experiment
 
 
@@ -382,6 +388,7 @@ def run_child(python: str, side: str, args, result: Path, extra: list[str] = ())
         command += ["--ours-fiddler", name]
     if args.trl_passes is not None:
         command += ["--trl-passes", str(args.trl_passes)]
+    command += ["--trl-prompts", str(args.trl_prompts), "--trl-generations", str(args.trl_generations)]
     command += args.overrides
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
@@ -481,6 +488,9 @@ def main() -> None:
                         "from it, so they reach both sides (e.g. trainer.ppo_epochs=1)")
     parser.add_argument("--trl-passes", type=int, help="TRL's passes over each generation round (num_iterations; "
                         "default: the experiment's trainer.ppo_epochs, like for like)")
+    parser.add_argument("--trl-prompts", type=int, default=128, help="TRL's prompts a round (default 128: issue 14's "
+                        "128 × 4; the project's default is 512 × 1, the same 512 samples)")
+    parser.add_argument("--trl-generations", type=int, default=4, help="TRL's answers to each prompt (default 4)")
     parser.add_argument("--trl-python", default=DEFAULT_TRL_PYTHON, help="the interpreter of the TRL venv")
     parser.add_argument("--keep", help="work in this directory and keep it (default: a temporary one)")
     parser.add_argument("--side", choices=["ours", "trl"], help=argparse.SUPPRESS)  # internal: one side, this process

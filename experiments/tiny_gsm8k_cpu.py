@@ -43,7 +43,7 @@ def config() -> fdl.Config:
     cfg.generation.kv_cache_bytes = 64 << 20
     cfg.generation.sampling = fdl.Config(SamplingConfig, temperature=1.0, max_new_tokens=8)
     trainer = cfg.trainer
-    trainer.max_steps, trainer.prompts_per_step, trainer.num_minibatches = 20, 32, 2
+    trainer.max_steps, trainer.prompts_per_step, trainer.generations_per_prompt, trainer.num_minibatches = 20, 32, 4, 2
     trainer.ppo_epochs = 2  # its checks ask for a falling critic loss within 20 steps: two passes a step, as measured
     trainer.checkpoint_period, trainer.warm_start_steps, trainer.warm_start_batch_size = 10, 100, 32
     return cfg

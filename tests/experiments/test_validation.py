@@ -209,6 +209,7 @@ def tiny_with(estimator, **trainer) -> ExperimentError | None:
     from experiments import tiny_cpu
 
     cfg = tiny_cpu.config()
+    tiny_cpu.grouped(cfg)  # 128 prompts × 4 answers, as the group estimators' fiddlers set it
     cfg.advantage = estimator
     for name, value in trainer.items():
         setattr(cfg.trainer, name, value)
@@ -266,6 +267,7 @@ def test_whitening_token_rewards_is_refused_for_estimators_that_ignore_them():
     from ppo.trainer_settings import RewardShaping
 
     cfg = tiny_cpu.config()
+    tiny_cpu.grouped(cfg)
     cfg.advantage = fdl.Config(GRPO)
     cfg.reward_shaping = fdl.Config(RewardShaping, whiten_token_rewards=True)
     with pytest.raises(ExperimentError, match="reward_shaping.whiten_token_rewards whitens the per-token rewards, "
