@@ -294,6 +294,8 @@ class PPOTrainer:
         return batch, env_metrics
 
     def shaped_rewards(self, batch: dict) -> torch.Tensor:
+        """The sequence rewards ``[B]`` after ``reward_shaping``; with ``char_credit`` it also leaves the per-token
+        credit in ``batch["char_credit"]``, which ``token_level_rewards`` keeps on its tokens."""
         shaping = self.exp.reward_shaping
         rewards = batch["scores"].clone()
         if shaping.scale:
