@@ -139,11 +139,19 @@ class PPOTrainer:
         plan = exp.placement_plan()
         print(f"[ppo] placement ({nodes} node(s) × {gpus_per_node} GPUs):\n{plan.grid()}", flush=True)
         self.placement = placement = reserve(plan)
-        # the engines start while the Megatron groups build (each loads the initial weights; the refit follows)
         generation = exp.generation_for(self.model_path)
         logs = str(self.run_dir / LOGS)
-        actors = [start_generation_worker(generation, e, log_dir=logs, **placement.options("generation", e))
-                  for e in range(plan.num_engines)]
+
+        def start_engines() -> list:
+            return [start_generation_worker(generation, e, log_dir=logs, **placement.options("generation", e))
+                    for e in range(plan.num_engines)]
+
+        # Where engines share GPUs with the Megatron ranks, vLLM sizes its memory from what is free when it starts
+        # and stops if that is short of gpu_memory_utilization, or changes while it profiles: it starts after the
+        # groups are built and offloaded.  Elsewhere it starts while the groups build (each loads the initial
+        # weights; the refit follows).
+        share_gpus = plan.colocated and not plan.cpu_only
+        actors = [] if share_gpus else start_engines()
         needs_reference = self.cfg.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0
         self.policy = PolicyGroup(exp.policy, str(self.model_path), with_reference=needs_reference,
                                   placement=placement, seed=exp.seed, log_dir=logs)
@@ -161,11 +169,17 @@ class PPOTrainer:
             architecture = exp.critic.model_path if own_model else self.model_path
             self.critic = ValueGroup(exp.critic, str(architecture), hf_state=critic_init,
                                      init_checkpoint=init_checkpoint, placement=placement, seed=exp.seed, log_dir=logs)
+        groups = [g for g in (self.policy, self.critic) if g is not None]
+        if share_gpus:
+            for group in groups:
+                group.offload()
+            self.phase = "generate"  # the groups offloaded, the engines awake once built
+            actors = start_engines()
         ray.get([a.ready.remote() for a in actors])
         self.engines = EnginePool(actors, timeout_s=self.cfg.worker_timeout_s)
-        for group in (self.policy, self.critic):
-            if group is not None:
-                group.timeout_s = self.cfg.worker_timeout_s
+        for group in groups:
+            group.timeout_s = self.cfg.worker_timeout_s
+        self.enter_phase("train")  # where the first refit starts from: engines asleep, the groups on their GPUs
         self.refitter = Refitter(self.policy, actors, plan.refit_routes(), generation.refit_bucket_bytes)
         self.record_placement(plan)
         self.beside_generation = exp.critic_trains_beside_generation(plan)

@@ -9,6 +9,7 @@ generates it with the per-request seeds the whole batch would have had (prompt *
 from __future__ import annotations
 
 import os
+import time
 
 import ray
 import torch
@@ -25,6 +26,7 @@ class GenerationWorker:
     def __init__(self, cfg: VLLMGeneration, index: int = 0, log_file: str | None = None):
         redirect_output(log_file)
         self.index = index
+        self.started_at = time.time()  # where engines share GPUs, after the Megatron ranks offloaded (placement.json)
         self.engine = cfg.build()
         self.tokenizer = self.engine.tokenizer
         self.refit_group = None
@@ -61,7 +63,8 @@ class GenerationWorker:
 
     def placement_info(self) -> dict:
         return {"engine": self.index, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
-                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid()}
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(),
+                "started_at": self.started_at}
 
     def ready(self) -> bool:
         return True

@@ -11,6 +11,7 @@ losses are normalised by counts over the whole minibatch, so the summed gradient
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -138,7 +139,8 @@ class MegatronWorker:
 
         return {"rank": self.rank, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
                 "master_addr": os.environ["MASTER_ADDR"], "master_port": int(os.environ["MASTER_PORT"]),
-                "local_rank": int(os.environ["LOCAL_RANK"]), "device": str(self.device), "pid": os.getpid()}
+                "local_rank": int(os.environ["LOCAL_RANK"]), "device": str(self.device), "pid": os.getpid(),
+                "first_offload_at": getattr(self, "first_offload_at", None)}
 
     @property
     def device(self) -> torch.device:
@@ -146,6 +148,7 @@ class MegatronWorker:
 
     def offload(self) -> None:
         """Give the GPU memory to the colocated generation engine (no-op on CPU)."""
+        self.first_offload_at = getattr(self, "first_offload_at", None) or time.time()
         self.trainer.offload()
 
     def onload(self) -> None:

@@ -150,3 +150,14 @@ def test_both_refit_transports_are_used(multinode_run):
 @pytest.mark.cluster
 def test_three_steps_train_and_the_refit_bypasses_the_driver(multinode_run):
     assert_trained_with_a_driverless_refit(multinode_run)
+
+
+@pytest.mark.cluster
+def test_engines_start_after_the_groups_give_up_their_gpus(multinode_run):
+    """vLLM sizes its memory from what is free when it starts: where engines share GPUs with the Megatron ranks,
+    every rank has offloaded (after the warm start) before any engine begins to build."""
+    actors = placement(multinode_run)["actors"]
+    offloaded = [info["first_offload_at"] for role in ("policy", "critic") for info in actors[role]]
+    assert None not in offloaded, "every Megatron rank offloaded before the placement was recorded"
+    first_engine = min(info["started_at"] for info in actors["generation"])
+    assert first_engine > max(offloaded), (first_engine, max(offloaded))
