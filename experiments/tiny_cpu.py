@@ -67,7 +67,7 @@ def config() -> fdl.Config:
             optimizer=fdl.Config(OptimizerSettings, lr=1e-4, clip_grad=1.0),
             value_clip=0.2,
             # the policy's embeddings and first layer under the value head: a third of the critic's cost, and it
-            # explains the returns as well as all three layers do here (README, "What it learns")
+            # explains the returns as well as all three layers do here (docs/cpu_default.md)
             num_layers=1,
             num_threads=2,
             num_threads_beside_generation=1,  # it trains beside the vLLM engine: a core each
@@ -85,11 +85,12 @@ def config() -> fdl.Config:
             PPOSettings,
             max_steps=150,
             # 512 prompts × 1 answer, not 128 × 4: a critic needs no group of answers to one prompt, and four times
-            # the prompts a step reached 0.7 at steps 80/90/100 against 110/110/100, for 0.04 s a step more (README)
+            # the prompts a step reached 0.7 at steps 80/90/100 against 110/110/100, for 0.04 s a step more
+            # (docs/cpu_default.md)
             prompts_per_step=512,
             generations_per_prompt=1,
             # one pass over each batch (a critic epoch, an actor epoch): two cost 0.3 s a step more and reached 0.7
-            # in 117 s against 95 s on seed 0 (README, "One pass a step")
+            # in 117 s against 95 s on seed 0 (docs/cpu_default.md, "One pass a step")
             ppo_epochs=1,
             num_minibatches=4,  # optimizer steps per pass (512 samples / 4 = 128 per minibatch)
             critic_epochs=1,  # the critic's passes: one costs 0.3 s a step less than two and learns as fast here
