@@ -52,6 +52,7 @@ class MegatronWorker:
         self.spec = spec
         self.rank = rank
         self.trainer = None
+        self.first_offload_at: float | None = None  # when this rank first gave up its GPU (placement.json)
 
     def _my_rows(self, batch: dict) -> dict:
         from megatron.core import parallel_state
@@ -140,7 +141,7 @@ class MegatronWorker:
         return {"rank": self.rank, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
                 "master_addr": os.environ["MASTER_ADDR"], "master_port": int(os.environ["MASTER_PORT"]),
                 "local_rank": int(os.environ["LOCAL_RANK"]), "device": str(self.device), "pid": os.getpid(),
-                "first_offload_at": getattr(self, "first_offload_at", None)}
+                "first_offload_at": self.first_offload_at}
 
     @property
     def device(self) -> torch.device:
@@ -148,7 +149,8 @@ class MegatronWorker:
 
     def offload(self) -> None:
         """Give the GPU memory to the colocated generation engine (no-op on CPU)."""
-        self.first_offload_at = getattr(self, "first_offload_at", None) or time.time()
+        if self.first_offload_at is None:
+            self.first_offload_at = time.time()
         self.trainer.offload()
 
     def onload(self) -> None:
