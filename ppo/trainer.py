@@ -55,6 +55,7 @@ from ppo.metrics import MetricsWriter
 from ppo.metrics.wandb_sink import WandbSink
 from ppo.models.export import save_weights, write_hf_export
 from ppo.rollout.batch import build_rollout_batch, concat, select
+from ppo.rollout.critic_view import with_prefixes, without_prefixes
 from ppo.rollout.engine import Sample, SamplingConfig
 from ppo.seeds import derive_seed
 from ppo.trainer_settings import MISMATCH_PROBE_EVERY, PPOSettings
@@ -388,14 +389,17 @@ class PPOTrainer:
         overlap = cfg.overlap_critic and self.critic is not None
         if overlap:  # the critic's forward pass runs while the policy computes its logprobs
             with self.timed("values_and_logprobs"):
-                values = self.critic.values_async(batch)
+                view = self.critic_view(batch)
+                values = self.critic.values_async(view)
                 probe = self.old_logprobs(batch, temperature)
                 self.current_phase = "values"
-                batch["values"] = self.critic.wait_all(values, "values")[0] * mask
+                batch["values"] = self.from_critic_view(self.critic.wait_all(values, "values")[0], view,
+                                                         batch) * mask
         else:
             if self.critic is not None:
                 with self.timed("values"):
-                    batch["values"] = self.critic.values(batch) * mask
+                    view = self.critic_view(batch)
+                    batch["values"] = self.from_critic_view(self.critic.values(view), view, batch) * mask
             with self.timed("logprobs"):
                 probe = self.old_logprobs(batch, temperature)
 
@@ -425,7 +429,8 @@ class PPOTrainer:
                 seed = derive_seed(self.exp.seed, "minibatch_order", step, epoch)
                 critic_epoch = None
                 if self.critic is not None and epoch < critic_epochs and not beside_generation:
-                    critic_epoch = self.critic.train_async(batch, num_minibatches=critic_minibatches, seed=seed)
+                    critic_epoch = self.critic.train_async(self.critic_view(batch), num_minibatches=critic_minibatches,
+                                                           seed=seed)
                     if not overlap:  # the critic's epoch, then the actor's; else both at once
                         critic_steps += self.critic.wait_all(critic_epoch, "train")[0]
                         critic_epoch = None
@@ -494,7 +499,8 @@ class PPOTrainer:
         collected batch waits in :attr:`prefetched`; a checkpoint taken now keeps the loader's state from before it,
         and a resumed run collects it again (same seed, same weights)."""
         threads = self.exp.critic.num_threads_beside_generation
-        epochs_refs = [self.critic.train_async(batch, num_minibatches=num_minibatches, num_threads=threads,
+        view = self.critic_view(batch)
+        epochs_refs = [self.critic.train_async(view, num_minibatches=num_minibatches, num_threads=threads,
                                                seed=derive_seed(self.exp.seed, "minibatch_order", self.step, epoch))
                        for epoch in range(epochs)]  # an actor runs its calls in order: the epochs stay sequential
         if self.step + 1 < self.cfg.max_steps:
@@ -509,6 +515,23 @@ class PPOTrainer:
                 self.timings = outer
             self.current_phase = "critic_beside_generation"
         return [record for refs in epochs_refs for record in self.critic.wait_all(refs, "train")[0]]
+
+    def critic_view(self, batch: dict) -> dict:
+        """The batch as the critic reads it: itself, or with ``critic.reference_answer`` each row led by its reference
+        answer and ``<eos>`` (``ppo.rollout.critic_view``; ``prefix_lengths`` says how far each row moved)."""
+        if not self.exp.critic.reference_answer:
+            return batch
+        answers = self.tokenizer(batch["ground_truths"], add_special_tokens=False)["input_ids"]
+        view = with_prefixes(batch, [ids + [self.tokenizer.eos_token_id] for ids in answers])
+        view["prefix_lengths"] = torch.tensor([len(ids) + 1 for ids in answers])
+        return view
+
+    @staticmethod
+    def from_critic_view(values: torch.Tensor, view: dict, batch: dict) -> torch.Tensor:
+        """The critic's values on ``view`` put back on the columns of ``batch`` (undoing :meth:`critic_view`)."""
+        if "prefix_lengths" not in view:
+            return values
+        return without_prefixes(values, view["prefix_lengths"], batch["input_ids"].shape[1])
 
     def old_logprobs(self, batch: dict, temperature: float) -> dict[str, float]:
         """``logp_old`` as ``trainer.old_logprobs`` says, and ``logp_ref`` under the reference when a KL term needs it.

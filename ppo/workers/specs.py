@@ -97,6 +97,9 @@ class MegatronCritic(MegatronModelSpec):
     # torch threads while it trains beside the engines (trainer.critic_beside_generation), which need a core too;
     # None: num_threads
     num_threads_beside_generation: int | None = None
+    # read each sample's reference answer before its prompt (ppo.rollout.critic_view): an asymmetric critic that
+    # judges the answer so far against the reference; the policy never sees it
+    reference_answer: bool = False
 
     def layers_of(self, model_layers: int) -> int:
         """The critic's transformer layers when the backbone it starts from has ``model_layers``; raises

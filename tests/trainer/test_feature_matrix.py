@@ -19,6 +19,8 @@ option's wiring from the config to the loop is cut, not only when its formula is
     char credit      one step with partial credit for each right answer character, on that character's token
     seeds            one step each with seed 1 and warm_start_seed 1: the seed moves the RL, not the warm start
     old logprobs     one step with logp_old from the engine and one recomputed by the policy: the same training
+    reference answer one step of a critic that reads each sample's reference answer first: its values are those
+                     of its weights over that input
 """
 
 from __future__ import annotations
@@ -375,3 +377,57 @@ def test_logp_old_from_the_engine_trains_as_the_policys_recompute_does(ray_runti
         if name not in ("train/refit_bytes", "train/refit_driver_bytes"):
             assert engine[name] == pytest.approx(policy[name], rel=1e-3, abs=1e-5), name
     assert engine["train/token_mult_prob_error"] < 1.001
+
+
+def test_a_critic_given_the_reference_answer_reads_it_before_the_prompt(ray_runtime, recorder, monkeypatch,  # noqa: F811
+                                                                         tmp_path):
+    """``critic.reference_answer``: step 1's values equal transformers' forward pass of the critic's own weights over
+    ``answer + <eos> + prompt + response``, built here from the tokens alone (the problem re-solved from the prompt's
+    characters), with the head on the hidden state before each response token.  The same weights on the row without
+    the answer give other values, so the comparison can tell the two inputs apart."""
+    import re
+
+    from transformers import AutoConfig, AutoModel
+
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
+    from ppo.trainer import PPOTrainer
+
+    weights = []
+    train_step = PPOTrainer.train_step
+
+    def exporting_train_step(self):
+        if not weights:
+            weights.append(self.critic.export())  # the critic that gives step 1's values
+        return train_step(self)
+
+    monkeypatch.setattr(PPOTrainer, "train_step", exporting_train_step)
+    run_dir = tmp_path / "reference_answer"
+    run_tiny(run_dir, "trainer.max_steps=1", "trainer.prompts_per_step=16", "critic.reference_answer=True")
+    (batch,), (call,) = recorder.batches, recorder.estimates
+
+    model_dir = run_dir / "initial_model"
+    reference = AutoModel.from_config(AutoConfig.from_pretrained(model_dir, num_hidden_layers=1),
+                                      torch_dtype=torch.float32).eval()
+    state = {k.removeprefix("model."): v for k, v in weights[0].items() if k != "score.weight"}
+    missing, _ = reference.load_state_dict(state, strict=False)
+    assert not missing, missing
+    head = weights[0]["score.weight"][0]
+    tokenizer = build_arithmetic_tokenizer()
+
+    def values_before_response(ids: list[int], start: int, length: int) -> torch.Tensor:
+        with torch.no_grad():
+            hidden = reference(input_ids=torch.tensor([ids])).last_hidden_state[0]
+        return hidden[start - 1: start + length - 1] @ head
+
+    without_answer_gap = 0.0
+    for row, ids in enumerate(batch["input_ids"].tolist()):
+        start, length = int(batch["prompt_lengths"][row]), int(batch["response_lengths"][row])
+        text = tokenizer.convert_ids_to_tokens(ids[:start])
+        truth = str(sum(int(term) for term in re.findall(r"[+-]?\d+", "".join(text[:-1]))))
+        answer = tokenizer.convert_tokens_to_ids(list(truth)) + [tokenizer.eos_token_id]
+        expected = values_before_response(answer + ids[:start + length], len(answer) + start, length)
+        got = call["values"][row, start:start + length]
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+        blind = values_before_response(ids[:start + length], start, length)
+        without_answer_gap = max(without_answer_gap, float((got - blind).abs().max()))
+    assert without_answer_gap > 1e-3, "the critic's values do not depend on the answer before the prompt"
