@@ -379,12 +379,17 @@ def test_logp_old_from_the_engine_trains_as_the_policys_recompute_does(ray_runti
     assert engine["train/token_mult_prob_error"] < 1.001
 
 
+@pytest.mark.parametrize("loop", [(), ("trainer.critic_beside_generation=False", "trainer.overlap_critic=True")],
+                         ids=["beside_generation", "overlapped"])
 def test_a_critic_given_the_reference_answer_reads_it_before_the_prompt(ray_runtime, recorder, monkeypatch,  # noqa: F811
-                                                                         tmp_path):
+                                                                         tmp_path, loop):
     """``critic.reference_answer``: step 1's values equal transformers' forward pass of the critic's own weights over
     ``answer + <eos> + prompt + response``, built here from the tokens alone (the problem re-solved from the prompt's
     characters), with the head on the hidden state before each response token.  The same weights on the row without
-    the answer give other values, so the comparison can tell the two inputs apart."""
+    the answer give other values, so the comparison can tell the two inputs apart.  The critic's one update (a
+    single minibatch) starts from those weights, so its loss is ``0.5·mean((V − R)²)`` over the response tokens: the
+    returns reach it on the same shifted columns.  Both ways the loop calls the critic: beside generation (the
+    default) and in order, overlapped with the policy."""
     import re
 
     from transformers import AutoConfig, AutoModel
@@ -402,7 +407,8 @@ def test_a_critic_given_the_reference_answer_reads_it_before_the_prompt(ray_runt
 
     monkeypatch.setattr(PPOTrainer, "train_step", exporting_train_step)
     run_dir = tmp_path / "reference_answer"
-    run_tiny(run_dir, "trainer.max_steps=1", "trainer.prompts_per_step=16", "critic.reference_answer=True")
+    metrics = run_tiny(run_dir, "trainer.max_steps=1", "trainer.prompts_per_step=16", "critic.reference_answer=True",
+                       "trainer.critic_minibatches=1", *loop)
     (batch,), (call,) = recorder.batches, recorder.estimates
 
     model_dir = run_dir / "initial_model"
@@ -431,3 +437,6 @@ def test_a_critic_given_the_reference_answer_reads_it_before_the_prompt(ray_runt
         blind = values_before_response(ids[:start + length], start, length)
         without_answer_gap = max(without_answer_gap, float((got - blind).abs().max()))
     assert without_answer_gap > 1e-3, "the critic's values do not depend on the answer before the prompt"
+    mask = batch["response_mask"].bool()
+    residual = (call["values"] - call["returns"])[mask].double()
+    assert metrics["train/critic/loss"]["1"] == pytest.approx(0.5 * float((residual**2).mean()), rel=1e-4)
