@@ -424,13 +424,13 @@ class PPOTrainer:
         critic_epochs = cfg.ppo_epochs if cfg.critic_epochs is None else cfg.critic_epochs
         critic_minibatches = cfg.critic_minibatches or cfg.num_minibatches
         beside_generation = self.beside_generation
+        critic_batch = self.critic_view(batch) if self.critic is not None else None  # every epoch, either order
         with self.timed("training"):
             for epoch in range(max(cfg.ppo_epochs, critic_epochs)):
                 seed = derive_seed(self.exp.seed, "minibatch_order", step, epoch)
                 critic_epoch = None
                 if self.critic is not None and epoch < critic_epochs and not beside_generation:
-                    critic_epoch = self.critic.train_async(self.critic_view(batch), num_minibatches=critic_minibatches,
-                                                           seed=seed)
+                    critic_epoch = self.critic.train_async(critic_batch, num_minibatches=critic_minibatches, seed=seed)
                     if not overlap:  # the critic's epoch, then the actor's; else both at once
                         critic_steps += self.critic.wait_all(critic_epoch, "train")[0]
                         critic_epoch = None
@@ -453,7 +453,7 @@ class PPOTrainer:
             self.enter_phase("generate")  # critic warmup: generation keeps the initial weights
         if beside_generation:
             with self.timed("critic_beside_generation"):
-                critic_steps = self.train_critic_beside_generation(batch, critic_epochs, critic_minibatches)
+                critic_steps = self.train_critic_beside_generation(critic_batch, critic_epochs, critic_minibatches)
         if kl is not None and cfg.kl_target is not None:
             self.kl.update(metrics["train/kl_to_reference"], cfg.prompts_per_step * cfg.generations_per_prompt)
 
@@ -491,16 +491,16 @@ class PPOTrainer:
             metrics["train/critic/returns_mean"] = moments["returns_mean"].item()
         return metrics
 
-    def train_critic_beside_generation(self, batch: dict, epochs: int, num_minibatches: int) -> list[dict]:
-        """The critic's epochs on this step's batch, while the engines collect the next step's batch.
+    def train_critic_beside_generation(self, critic_batch: dict, epochs: int, num_minibatches: int) -> list[dict]:
+        """The critic's epochs on this step's batch (as :meth:`critic_view` gives it), while the engines collect the
+        next step's batch.
 
         The two read disjoint state (the critic's weights; the policy's, refitted into the engines), so every number
         is the one the sequential order gives: the next step's values still come from the updated critic.  The
         collected batch waits in :attr:`prefetched`; a checkpoint taken now keeps the loader's state from before it,
         and a resumed run collects it again (same seed, same weights)."""
         threads = self.exp.critic.num_threads_beside_generation
-        view = self.critic_view(batch)
-        epochs_refs = [self.critic.train_async(view, num_minibatches=num_minibatches, num_threads=threads,
+        epochs_refs = [self.critic.train_async(critic_batch, num_minibatches=num_minibatches, num_threads=threads,
                                                seed=derive_seed(self.exp.seed, "minibatch_order", self.step, epoch))
                        for epoch in range(epochs)]  # an actor runs its calls in order: the epochs stay sequential
         if self.step + 1 < self.cfg.max_steps:
