@@ -66,6 +66,25 @@ KL_GATE = 'max(data["train/kl"]) < 0.1'
 """For recipes with a KL loss to the reference model: the policy stays near it."""
 
 
+def _qwen2(hidden: int, ffn: int, heads: int, kv_heads: int, vocab: int, *, tied: bool, rope_theta: float,
+           max_positions: int) -> dict:
+    return {"model_type": "qwen2", "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": 28,
+            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
+            "tie_word_embeddings": tied, "rope_theta": rope_theta, "rms_norm_eps": 1e-6,
+            "max_position_embeddings": max_positions, "hidden_act": "silu"}
+
+
+HF_CONFIGS = {
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": _qwen2(3584, 18944, 28, 4, 152064, tied=False, rope_theta=10000.0,
+                                                      max_positions=131072),
+    "Qwen/Qwen2.5-1.5B": _qwen2(1536, 8960, 12, 2, 151936, tied=True, rope_theta=1000000.0, max_positions=131072),
+    "Qwen/Qwen2.5-1.5B-Instruct": _qwen2(1536, 8960, 12, 2, 151936, tied=True, rope_theta=1000000.0,
+                                         max_positions=32768),
+}
+"""The ``config.json`` fields of the recipes' models, as their hub pages publish them: where the checkpoint is not on
+the submitting host, the dry run checks layouts and plans memory from these (the file wins where it can be read)."""
+
+
 def model_path(hf_id: str) -> str:
     """Where the cluster keeps the checkpoint of ``org/name``."""
     return f"{MODELS}/{hf_id}"
@@ -79,7 +98,7 @@ def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) ->
         Experiment,
         name=name,
         seed=Seed.new(0),
-        model=fdl.Config(HFCheckpoint, path=model_path(model)),
+        model=fdl.Config(HFCheckpoint, path=model_path(model), config=HF_CONFIGS.get(model)),
         task=fdl.Config(DAPOMathTaskSpec, train_path=DAPO_MATH_17K, val_path=AIME_2024),
         policy=fdl.Config(
             MegatronPolicy,

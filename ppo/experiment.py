@@ -7,8 +7,9 @@ dataclasses, and the trainer is imported by :meth:`Experiment.run`, so a dry run
 
 Checks, before anything is launched:
 
-- :meth:`Experiment.validate`: the settings (ranges, batch divisibility, loss options, micro-batch budgets, parallel
-  layouts against the executor's ``nodes × gpus_per_node`` when it declares GPUs).
+- :meth:`Experiment.validate`: the settings (ranges, batch divisibility, loss options, micro-batch budgets with
+  the padding sequence parallelism needs, parallel layouts against the executor's ``nodes × gpus_per_node`` when
+  it declares GPUs).
 - :meth:`Experiment.missing_paths`: the input files (model checkpoint, data) that are not on this machine.  The
   launcher requires them where the run will read them from this machine's filesystem (see
   :func:`ppo.launch.prepare.paths_required`); :meth:`run` checks them again where the job runs.
@@ -24,8 +25,10 @@ from typing import Any
 
 from ppo.algorithms.estimators import GAE
 from ppo.algorithms.options import KL_KINDS, check_loss_options
+from ppo.models.architecture import UnsupportedModelError
 from ppo.rollout.engine import VLLMGeneration
 from ppo.trainer_settings import PPOSettings, RewardShaping
+from ppo.workers.memory import EngineMemory, GroupMemory, MemoryPlanError, plan_memory
 from ppo.workers.plan import EngineLayout, GroupLayout, PlacementError, machine_gpus, plan_placement
 from ppo.workers.specs import MegatronCritic, MegatronPolicy
 
@@ -111,6 +114,18 @@ class Experiment:
             check(spec.micro_batch_tokens >= longest,
                   f"{group}.micro_batch_tokens={spec.micro_batch_tokens} cannot hold one sample of up to "
                   f"generation.max_model_len={longest} tokens")
+            check(spec.pad_to_multiple is None or spec.pad_to_multiple >= 1,
+                  f"{group}.pad_to_multiple must be >= 1 (or None), got {spec.pad_to_multiple}")
+            # every micro-batch is padded to a multiple of sequence_multiple (ppo.rollout.batch.pad_width), so a
+            # row of max_model_len tokens takes padded_length(max_model_len) of the budget
+            padded = spec.padded_length(longest)
+            reasons = ([f"{group}.parallel.tensor={spec.parallel.tensor} with sequence parallelism"]
+                       if spec.parallel.sequence_parallel else [])
+            reasons += [f"{group}.pad_to_multiple={spec.pad_to_multiple}"] if spec.pad_to_multiple else []
+            check(spec.micro_batch_tokens >= padded,
+                  f"{group}.micro_batch_tokens={spec.micro_batch_tokens} cannot hold one sample of up to "
+                  f"generation.max_model_len={longest} tokens padded to a multiple of {spec.sequence_multiple} "
+                  f"({', '.join(reasons)}), {padded} tokens: set {group}.micro_batch_tokens >= {padded}")
         self._validate_losses()
         self._validate_layouts()
         trainer = self.trainer
@@ -204,6 +219,55 @@ class Experiment:
             raise ExperimentError("trainer.critic_beside_generation and trainer.overlap_critic both move the "
                                   "critic's updates: set one of them")
         self._validate_architecture()
+        plan = self.memory_plan()
+        if plan is not None:
+            try:
+                plan.check()
+            except MemoryPlanError as err:
+                raise ExperimentError(f"memory: {err}") from None
+
+    @property
+    def gpu_memory_gib(self) -> float:
+        """One GPU's memory, the memory plan's limit (``executor.gpu_memory_gib``; 80 without an executor)."""
+        return getattr(self.executor, "gpu_memory_gib", 80.0)
+
+    def memory_plan(self):
+        """Bytes per GPU and phase (:func:`ppo.workers.memory.plan_memory`) for the job's placement plan, or None
+        where there is nothing to plan: no GPUs (every rank a CPU process), or a model whose shape is not known here
+        (no readable ``config.json`` and no ``model.config`` in the recipe)."""
+        placement = self.placement_plan()
+        if placement.cpu_only or not hasattr(self.model, "architecture"):
+            return None
+        try:
+            found = self.model.architecture(self.task)
+        except UnsupportedModelError as err:
+            raise ExperimentError(f"model: {err}") from None
+        if found is None:
+            return None
+        arch, source = found
+        reference = self.trainer.kl_in_reward_coef > 0 or self.policy.loss.kl_coef > 0
+        groups = []
+        for name, spec in self._model_groups():
+            critic = name == "critic"
+            layers = spec.layers_of(arch.num_layers) if critic and spec.model_path is None else None
+            distributed = spec.optimizer.distributed_optimizer
+            groups.append(GroupMemory(
+                name=name, tensor=spec.parallel.tensor, data=spec.data_parallel, dtype=spec.dtype,
+                distributed_optimizer=True if distributed is None else distributed,
+                micro_batch_tokens=spec.micro_batch_tokens, sequence_parallel=spec.parallel.sequence_parallel,
+                flash_attention=spec.transformer_impl == "transformer_engine", recompute=spec.recompute.granularity,
+                recompute_method=spec.recompute.method, recompute_layers=spec.recompute.num_layers,
+                logprob_chunk_size=spec.logprob_chunk_size, num_layers=layers, value_head=critic,
+                reference=reference and not critic))
+        gen = self.generation
+        engine = EngineMemory(tensor=gen.tensor_parallel_size, dtype=gen.dtype,
+                              gpu_memory_utilization=gen.gpu_memory_utilization, kv_cache_bytes=gen.kv_cache_bytes,
+                              max_model_len=gen.max_model_len, max_num_seqs=gen.max_num_seqs,
+                              refit_bucket_bytes=gen.refit_bucket_bytes)
+        try:
+            return plan_memory(placement, arch, groups, engine, gpu_memory_gib=self.gpu_memory_gib, source=source)
+        except MemoryPlanError as err:
+            raise ExperimentError(f"memory: {err}") from None
 
     def placement_plan(self, nodes: int | None = None, gpus_per_node: int | None = None):
         """Where every rank runs (:func:`ppo.workers.plan.plan_placement`) on ``nodes × gpus_per_node`` GPUs, by

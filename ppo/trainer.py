@@ -59,10 +59,11 @@ from ppo.rollout.critic_view import with_prefixes, without_prefixes
 from ppo.rollout.engine import Sample, SamplingConfig
 from ppo.seeds import derive_seed
 from ppo.trainer_settings import MISMATCH_PROBE_EVERY, PPOSettings
-from ppo.workers.deadline import WorkerTimeout
+from ppo.workers.deadline import WorkerTimeout, get_within
 from ppo.workers.generation import EnginePool, start_generation_worker
 from ppo.workers.group import PolicyGroup, ValueGroup
 from ppo.workers.logs import LOGS
+from ppo.workers.memory import REFIT_STEPS
 from ppo.workers.placement import check_cluster_shape, cluster_shape, reserve
 from ppo.workers.ray_runtime import connect_or_start
 from ppo.workers.refit import Refitter
@@ -154,8 +155,9 @@ class PPOTrainer:
         share_gpus = plan.colocated and not plan.cpu_only
         actors = [] if share_gpus else start_engines()
         needs_reference = self.cfg.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0
+        start_timeout = self.cfg.start_timeout_s
         self.policy = PolicyGroup(exp.policy, str(self.model_path), with_reference=needs_reference,
-                                  placement=placement, seed=exp.seed, log_dir=logs)
+                                  placement=placement, seed=exp.seed, log_dir=logs, start_timeout_s=start_timeout)
         resume = self.resume_point()
         if resume is None and self.cfg.warm_start_steps:
             self.warm_start()
@@ -169,19 +171,23 @@ class PPOTrainer:
             own_model = exp.critic.model_path is not None and not init_checkpoint
             architecture = exp.critic.model_path if own_model else self.model_path
             self.critic = ValueGroup(exp.critic, str(architecture), hf_state=critic_init,
-                                     init_checkpoint=init_checkpoint, placement=placement, seed=exp.seed, log_dir=logs)
+                                     init_checkpoint=init_checkpoint, placement=placement, seed=exp.seed, log_dir=logs,
+                                     start_timeout_s=start_timeout)
         groups = [g for g in (self.policy, self.critic) if g is not None]
         if share_gpus:
             for group in groups:
                 group.offload()
             self.phase = "generate"  # the groups offloaded, the engines awake once built
             actors = start_engines()
-        ray.get([a.ready.remote() for a in actors])
+        # an engine whose workers Ray cannot schedule (a placement asking for more than its bundles hold) hangs here
+        get_within([a.ready.remote() for a in actors], start_timeout, [f"engine {e}" for e in range(len(actors))],
+                   "its start (trainer.start_timeout_s)")
         self.engines = EnginePool(actors, timeout_s=self.cfg.worker_timeout_s)
         for group in groups:
             group.timeout_s = self.cfg.worker_timeout_s
         self.enter_phase("train")  # where the first refit starts from: engines asleep, the groups on their GPUs
-        self.refitter = Refitter(self.policy, actors, plan.refit_routes(), generation.refit_bucket_bytes)
+        self.refitter = Refitter(self.policy, actors, plan.refit_routes(), generation.refit_bucket_bytes,
+                                 timeout_s=self.cfg.worker_timeout_s)
         self.record_placement(plan)
         self.beside_generation = exp.critic_trains_beside_generation(plan)
         if self.cfg.critic_beside_generation and self.critic is not None and not self.beside_generation:
@@ -265,12 +271,34 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------ rollouts
     def refit(self) -> None:
-        """Stream the policy's weights to the engines (policy ranks to engines, never through the driver), then hand
-        the GPUs to generation.  The engines wake first: they receive while the policy still holds its weights."""
-        if self.phase == "train":
-            self.engines.wake_up()
-        self.refit_stats = self.refitter()
-        self.enter_phase("generate")
+        """Stream the policy's weights to the engines (policy ranks to engines, never through the driver), and hand
+        the GPUs to generation, walking :data:`ppo.workers.memory.REFIT_STEPS` (the memory plan sums the bytes of
+        the same steps): the critic and the policy's training state leave the GPUs, the engines wake their weights
+        only, receive, the policy's weights leave, and only then do the KV caches wake."""
+        if self.phase != "train":  # the trainer already holds nothing on the GPUs
+            self.refit_stats = self.refitter()
+            return
+        for target, action in REFIT_STEPS:
+            self.refit_step(target, action)
+        self.phase = "generate"
+
+    def refit_step(self, target: str, action: str) -> None:
+        """One of :data:`ppo.workers.memory.REFIT_STEPS`."""
+        if target == "critic":
+            if self.critic is not None:
+                self.critic.offload()
+        elif (target, action) == ("policy", "offload_state"):
+            self.policy.offload(keep_weights=True)
+        elif (target, action) == ("policy", "offload"):
+            self.policy.offload()
+        elif (target, action) == ("engines", "wake_weights"):
+            self.engines.wake_up(("weights",))
+        elif (target, action) == ("engines", "wake_kv_cache"):
+            self.engines.wake_up(("kv_cache",))
+        elif (target, action) == ("refit", "stream"):
+            self.refit_stats = self.refitter()
+        else:
+            raise ValueError(f"unknown refit step {target}.{action}")
 
     def enter_phase(self, phase: str) -> None:
         """Colocated GPUs: during ``generate`` the Megatron workers are offloaded and vLLM is awake; during

@@ -83,6 +83,8 @@ class PPOSettings:
     short_batch: str = "train"  # still short after max_gen_batches: "train" on what was kept (logged), or "fail"
     max_bad_steps_in_a_row: int = 3
     worker_timeout_s: float | None = 1800.0  # a worker call (one phase of a step) that takes longer fails the run
+    # start-up: ranks and engines scheduled (a placement Ray cannot satisfy waits here) and their models built
+    start_timeout_s: float | None = 3600.0
     math_workers: int = 1  # processes verifying answers (SymPy), each killed and replaced when an answer hangs it
     export_hf: bool = False  # at the end, write the policy and critic as HF directories in <run_dir>/export/
     warm_start_steps: int = 0
@@ -111,6 +113,8 @@ class PPOSettings:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
         if self.best_mode not in ("max", "min"):
             raise ValueError(f"trainer.best_mode must be 'max' or 'min', got {self.best_mode!r}")
+        if self.start_timeout_s is not None and not self.start_timeout_s > 0:
+            raise ValueError(f"trainer.start_timeout_s must be > 0 (or None for no limit), got {self.start_timeout_s}")
         if self.worker_timeout_s is not None and not self.worker_timeout_s > 0:
             raise ValueError(f"trainer.worker_timeout_s must be > 0 (or None for no limit), "
                              f"got {self.worker_timeout_s}")

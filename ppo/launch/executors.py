@@ -25,6 +25,7 @@ class _OnThisMachine:
 
     nodes: int
     gpus_per_node: int | None
+    gpu_memory_gib: float
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -39,6 +40,12 @@ class _OnThisMachine:
         if self.nodes > 1 and self.gpus_per_node is None:
             raise ConfigError(f"executor.nodes={self.nodes}: a local driver on a Ray cluster of several nodes must say "
                               f"executor.gpus_per_node")
+        _check_gpu_memory(self.gpu_memory_gib)
+
+
+def _check_gpu_memory(gib) -> None:
+    if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not gib > 0:
+        raise ConfigError(f"executor.gpu_memory_gib must be a number of GiB > 0 (one GPU's memory), got {gib!r}")
 
 
 @dataclass
@@ -52,6 +59,7 @@ class LocalExecutor(_OnThisMachine):
     env: dict | None = None
     nodes: int = 1
     gpus_per_node: int | None = None
+    gpu_memory_gib: float = 80.0  # one GPU's memory: the memory plan's limit (see ppo.workers.memory)
     kind: ClassVar[str] = "local"
 
     def validate(self) -> None:
@@ -67,6 +75,7 @@ class DebugExecutor(_OnThisMachine):
     post_mortem: bool = False
     nodes: int = 1
     gpus_per_node: int | None = None
+    gpu_memory_gib: float = 80.0
     kind: ClassVar[str] = "debug"
 
     def validate(self) -> None:
@@ -100,6 +109,7 @@ class SlurmExecutor:
 
     nodes: int = 1
     gpus_per_node: int = 8
+    gpu_memory_gib: float = 80.0  # one GPU's memory: the memory plan's limit (see ppo.workers.memory)
     partition: str | None = None
     account: str | None = None
     time_minutes: int = 240
@@ -133,6 +143,7 @@ class SlurmExecutor:
         check(isinstance(self.nodes, int) and self.nodes >= 1, f"executor.nodes must be >= 1, got {self.nodes!r}")
         check(isinstance(self.gpus_per_node, int) and self.gpus_per_node >= 0,
               f"executor.gpus_per_node must be >= 0, got {self.gpus_per_node!r}")
+        _check_gpu_memory(self.gpu_memory_gib)
         check(isinstance(self.time_minutes, int) and self.time_minutes >= 1,
               f"executor.time_minutes must be >= 1, got {self.time_minutes!r}")
         check(self.cpus_per_task is None or self.cpus_per_task >= 1,

@@ -28,7 +28,17 @@ def placement_section(experiment) -> list[str]:
     if not hasattr(experiment, "placement_plan"):
         return []
     return ["== GPU map (P = policy rank, C = critic rank, E<engine>.<rank> = vLLM engine)",
-            experiment.placement_plan().grid(), ""]
+            experiment.placement_plan().grid(), "", *memory_section(experiment)]
+
+
+def memory_section(experiment) -> list[str]:
+    """The fullest GPU's bytes per phase and the ``peak memory:`` line (validation has refused what does not fit)."""
+    if experiment.placement_plan().cpu_only:
+        return []
+    plan = experiment.memory_plan()
+    if plan is None:
+        return ["== memory plan: the model's shape is not known here (no readable config.json, no model.config)", ""]
+    return ["== memory plan (GiB per GPU and phase; ppo/workers/memory.py)", plan.table(), ""]
 
 
 def _cell(value) -> str:

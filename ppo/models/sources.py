@@ -11,14 +11,22 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ppo.models.architecture import Architecture
+
 SHAPE_FIELDS = ("num_attention_heads", "num_key_value_heads", "intermediate_size", "num_hidden_layers", "vocab_size")
 
 
 @dataclass
 class HFCheckpoint:
-    """A local HF checkpoint directory (config.json, safetensors, tokenizer)."""
+    """A local HF checkpoint directory (config.json, safetensors, tokenizer).
+
+    ``config``: the checkpoint's ``config.json`` fields as the recipe knows them (from the model's hub page), so a
+    dry run on a host without the checkpoint can still check layouts against the model's shape and plan its memory;
+    the file itself wins wherever it can be read.
+    """
 
     path: str
+    config: dict | None = None
 
     def validate(self) -> None:
         if not isinstance(self.path, str) or not self.path:
@@ -32,15 +40,28 @@ class HFCheckpoint:
     def materialize(self, run_dir: Path, task) -> Path:
         return Path(self.path)
 
-    def shape(self, task) -> dict | None:
-        """The fields of ``config.json`` that parallel layouts depend on, when it can be read here (else None)."""
-        config = Path(self.path) / "config.json"
+    def hf_config(self) -> tuple[dict, str] | None:
+        """``(config.json's fields, where they came from)``: the file when it can be read here, else the recipe's
+        ``config``, else None."""
         try:
-            data = json.loads(config.read_text())
+            return json.loads((Path(self.path) / "config.json").read_text()), "config.json"
         except (OSError, ValueError):
+            return (dict(self.config), "the recipe") if self.config else None
+
+    def shape(self, task) -> dict | None:
+        """The fields of ``config.json`` that parallel layouts depend on, when known here (else None)."""
+        found = self.hf_config()
+        if found is None:
             return None
+        data = found[0]
         return {name: data.get(name) for name in SHAPE_FIELDS} | {
             "num_key_value_heads": data.get("num_key_value_heads") or data.get("num_attention_heads")}
+
+    def architecture(self, task) -> tuple[Architecture, str] | None:
+        """The decoder's :class:`Architecture` and its source, when known here; raises ``UnsupportedModelError`` for
+        a model the workers cannot convert."""
+        found = self.hf_config()
+        return None if found is None else (Architecture.from_hf_config(found[0]), found[1])
 
 
 @dataclass
@@ -62,6 +83,18 @@ class TinyRandomModel:
 
     def missing_paths(self) -> list[str]:
         return []  # created in the run directory
+
+    def architecture(self, task) -> tuple[Architecture, str] | None:
+        """The :class:`Architecture` of the model the run will create, when its vocabulary is known here."""
+        shape = self.shape(task)
+        if shape["vocab_size"] is None:
+            return None
+        return Architecture(
+            model_type=self.model_type, vocab_size=shape["vocab_size"], hidden_size=self.hidden_size,
+            num_layers=self.num_layers, num_attention_heads=self.num_attention_heads,
+            num_key_value_heads=self.num_key_value_heads, ffn_hidden_size=self.intermediate_size, rms_norm_eps=1e-6,
+            rope_theta=10000.0, max_position_embeddings=self.max_position_embeddings, tie_word_embeddings=True,
+            qkv_bias=self.model_type == "qwen2"), "the recipe"
 
     def shape(self, task) -> dict:
         """The shape of the model the run will create (the vocabulary is the task tokenizer's, when known here)."""

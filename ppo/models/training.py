@@ -64,14 +64,16 @@ class ModelTrainer:
             group["lr"] = lr
         return lr
 
-    def offload(self) -> None:
+    def offload(self, keep_weights: bool = False) -> None:
         """Move parameters and optimizer state to host memory and free the gradients, so that a colocated vLLM
-        engine can use the GPU memory; a no-op on CPU.  ``onload`` undoes it (gradients come back zeroed)."""
-        if not torch.cuda.is_available() or self.offloaded:
+        engine can use the GPU memory; a no-op on CPU.  ``keep_weights``: the parameters stay (the refit still
+        reads them; a later call without it moves them too).  ``onload`` undoes it (gradients come back zeroed)."""
+        if not torch.cuda.is_available():
             return
         for buffer in self.ddp.buffers + self.ddp.expert_parallel_buffers:
-            buffer.offload_to_cpu(move_params=True, move_grads=True)
-        self.optimizer.offload_to_cpu()
+            buffer.offload_to_cpu(move_params=not keep_weights, move_grads=True)  # each part moves once
+        if not self.offloaded:
+            self.optimizer.offload_to_cpu()
         torch.cuda.empty_cache()
         self.offloaded = True
 

@@ -92,6 +92,36 @@ def trim(batch: dict) -> dict:
     return {k: (v[:, :width] if torch.is_tensor(v) and v.dim() == 2 else v) for k, v in batch.items()}
 
 
+def pad_width(batch: dict, multiple: int, *, pad_id: int = 0) -> dict:
+    """The batch with every ``[B, T]`` field right-padded to the next multiple of ``multiple`` columns.
+
+    Why: Megatron's sequence parallelism splits each micro-batch's sequence over the tensor-parallel ranks (after
+    the embedding, around the norms and dropout), so it asserts that ``T`` divides by TP; :func:`trim` cuts a
+    micro-batch to its longest row, an arbitrary width.  verl pads each micro-batch the same way, to a multiple of
+    ``TP × CP`` (with context parallelism and its load-balanced split into ``2·CP`` chunks it would be
+    ``2·TP·CP``; the workers refuse context parallelism, see :class:`ppo.models.parallel.ParallelConfig`).
+
+    The new columns are padding: ``segment_ids`` 0, so attention masks them and they score nothing, ``input_ids``
+    ``pad_id``, and 0 in every other 2-D field (``response_mask``, ``logp_*``, ``values``, ``advantages``, …), so
+    losses and counts over masks are unchanged.  Per-sample fields and lists are left as they are.  A no-op when
+    ``T`` already divides by ``multiple`` (and for ``multiple == 1``).
+    """
+    if multiple < 1:
+        raise ValueError(f"pad_width: multiple must be >= 1, got {multiple}")
+    width = batch["segment_ids"].shape[1]
+    extra = -width % multiple
+    if extra == 0:
+        return batch
+    out = {}
+    for key, value in batch.items():
+        if torch.is_tensor(value) and value.dim() == 2:
+            if value.shape[1] != width:
+                raise ValueError(f"pad_width: field {key!r} has {value.shape[1]} columns, segment_ids {width}")
+            value = torch.nn.functional.pad(value, (0, extra), value=pad_id if key == "input_ids" else (1 if key == "response_mask" else 0))
+        out[key] = value
+    return out
+
+
 def to_device(batch: dict, device: torch.device) -> dict:
     """The batch with its tensors on ``device`` (the worker's GPU; a no-op on CPU); other fields as they are."""
     return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}

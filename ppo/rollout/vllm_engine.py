@@ -21,6 +21,8 @@ from vllm.inputs import TokensPrompt
 
 from ppo.rollout.engine import Sample, SamplingConfig, VLLMGeneration
 
+VLLM_MEMORY_TAGS = ("weights", "kv_cache")  # what vLLM's sleep mode allocates under its own tags
+
 
 def _reload_tensors(worker, tensors: dict) -> None:
     """Runs in the vLLM worker of an in-process engine: reload HF-named tensors in place (no copy to bytes)."""
@@ -91,7 +93,7 @@ class VLLMEngine:
         shield_llvmlite_from_kernel_scan()
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        self.asleep = False
+        self.sleeping: set[str] = set()  # vLLM's memory tags now released: "weights", "kv_cache"
 
     def generate(
         self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None,
@@ -167,12 +169,16 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
 
     def sleep(self) -> None:
-        """Free the engine's GPU memory (weights and KV cache) for a colocated trainer; a no-op on CPU."""
-        if torch.cuda.is_available() and not self.asleep:
+        """Free the engine's GPU memory (weights to pinned host memory, KV cache dropped) for a colocated trainer;
+        a no-op on CPU."""
+        if torch.cuda.is_available() and not self.sleeping:
             self.llm.sleep(level=1)
-            self.asleep = True
+            self.sleeping = set(VLLM_MEMORY_TAGS)
 
-    def wake_up(self) -> None:
-        if self.asleep:
-            self.llm.wake_up()
-            self.asleep = False
+    def wake_up(self, tags: tuple[str, ...] | None = None) -> None:
+        """Map memory back: ``("weights",)`` before a refit, while the trainer still holds its weights;
+        ``("kv_cache",)`` once the trainer has offloaded (None: both)."""
+        tags = [t for t in (tags or VLLM_MEMORY_TAGS) if t in self.sleeping]
+        if tags:
+            self.llm.wake_up(tags=tags)
+            self.sleeping -= set(tags)

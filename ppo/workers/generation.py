@@ -19,6 +19,10 @@ from ppo.workers.buckets import RefitGroup, bucket_size, open_ipc_handle, unpack
 from ppo.workers.deadline import get_within
 from ppo.workers.logs import redirect_output, worker_log
 
+START_TIMEOUT_S = 1800.0
+"""How long a tool's or test's engine (:func:`spawn_generation_worker`) may take to be scheduled and built; the
+trainer uses ``trainer.start_timeout_s``."""
+
 
 class GenerationWorker:
     """Builds the engine inside the actor's process (never in the driver) and serves generate / refit / sleep."""
@@ -58,8 +62,8 @@ class GenerationWorker:
     def sleep(self) -> None:
         self.engine.sleep()
 
-    def wake_up(self) -> None:
-        self.engine.wake_up()
+    def wake_up(self, tags: tuple[str, ...] | None = None) -> None:
+        self.engine.wake_up(tags)
 
     def placement_info(self) -> dict:
         return {"engine": self.index, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
@@ -74,7 +78,7 @@ def spawn_generation_worker(cfg: VLLMGeneration, index: int = 0, **options):
     """Start a ``GenerationWorker`` actor (``options``: Ray actor options, default one CPU) and wait until its engine
     is up (errors surface here, not later)."""
     actor = start_generation_worker(cfg, index, **options)
-    ray.get(actor.ready.remote())
+    get_within([actor.ready.remote()], START_TIMEOUT_S, [f"engine {index}"], "its start")
     return actor
 
 
@@ -119,11 +123,12 @@ class EnginePool:
     def sleep(self) -> None:
         self._get([a.sleep.remote() for a in self.actors], "'sleep'")
 
-    def wake_up(self) -> None:
-        self._get([a.wake_up.remote() for a in self.actors], "'wake_up'")
+    def wake_up(self, tags: tuple[str, ...] | None = None) -> None:
+        """Wake every engine (``tags``: only that memory, see :meth:`ppo.rollout.vllm_engine.VLLMEngine.wake_up`)."""
+        self._get([a.wake_up.remote(tags) for a in self.actors], "'wake_up'")
 
     def placement_info(self) -> list[dict]:
-        return ray.get([a.placement_info.remote() for a in self.actors])
+        return self._get([a.placement_info.remote() for a in self.actors], "'placement_info'")
 
     def kill(self) -> None:
         for actor in self.actors:

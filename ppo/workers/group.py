@@ -23,20 +23,22 @@ RENDEZVOUS_ATTEMPTS = 3
 class WorkerGroup:
     timeout_s: float | None = None
     """Seconds a call may take on any rank before it fails with :class:`ppo.workers.deadline.WorkerTimeout` (None:
-    no limit; start-up always waits).  The trainer sets it from ``trainer.worker_timeout_s``."""
+    no limit).  The trainer sets it from ``trainer.worker_timeout_s``."""
 
     def __init__(self, worker_cls, *args, world_size: int = 1, placement=None, role: str = "policy", seed: int = 0,
-                 log_dir: str | None = None, **kwargs):
+                 log_dir: str | None = None, start_timeout_s: float | None = None, **kwargs):
         """``placement``: a :class:`ppo.workers.placement.Placement` whose plan has ``world_size`` ranks of ``role``;
         by default every rank is a CPU process on the driver's node.  ``log_dir``: where each rank's output goes
-        (:mod:`ppo.workers.logs`)."""
+        (:mod:`ppo.workers.logs`).  ``start_timeout_s``: how long the ranks may take to be scheduled and build their
+        model (the trainer's ``trainer.start_timeout_s``; None: no limit)."""
         if placement is None:
             placement = local_placement(role, world_size)
         remote_cls = ray.remote(max_concurrency=1)(worker_cls)
         self.role = role
+        self.timeout_s = start_timeout_s
         for attempt in range(RENDEZVOUS_ATTEMPTS):
             # the port is found free on rank 0's node, then bound by rank 0: another process may take it in between
-            master_addr, master_port = placement.rendezvous(role)
+            master_addr, master_port = placement.rendezvous(role, timeout_s=start_timeout_s)
             self.master_addr = master_addr
             self.actors = [
                 remote_cls.options(**placement.options(role, rank)).remote(
@@ -85,8 +87,9 @@ class MegatronGroup(WorkerGroup):
         """Load a checkpoint; the optimizer steps it had taken."""
         return self.call("load", path)
 
-    def offload(self) -> None:
-        self.call("offload")
+    def offload(self, keep_weights: bool = False) -> None:
+        """Every rank's GPU memory to the host; ``keep_weights``: all but the parameters (a policy about to refit)."""
+        self.call("offload", keep_weights=keep_weights)
 
     def onload(self) -> None:
         self.call("onload")
@@ -96,9 +99,10 @@ class PolicyGroup(MegatronGroup):
     """The policy (``ppo.workers.policy.PolicyWorker``) as the trainer sees it."""
 
     def __init__(self, spec, model_path: str, *, with_reference: bool, placement=None, seed: int = 0,
-                 log_dir: str | None = None):
+                 log_dir: str | None = None, start_timeout_s: float | None = None):
         super().__init__(PolicyWorker, spec, model_path, with_reference=with_reference, world_size=spec.world_size,
-                         placement=placement, role="policy", seed=seed, log_dir=log_dir)
+                         placement=placement, role="policy", seed=seed, log_dir=log_dir,
+                         start_timeout_s=start_timeout_s)
 
     def logprobs(self, batch: dict, *, temperature: float = 1.0, reference: bool = False):
         """Per-token logprobs ``[B, T]`` of the batch under the policy, or its frozen reference model."""
@@ -131,9 +135,10 @@ class ValueGroup(MegatronGroup):
     """The critic (``ppo.workers.value.ValueWorker``) as the trainer sees it."""
 
     def __init__(self, spec, model_path: str, *, hf_state: dict | None = None, init_checkpoint: str | None = None,
-                 placement=None, seed: int = 0, log_dir: str | None = None):
+                 placement=None, seed: int = 0, log_dir: str | None = None, start_timeout_s: float | None = None):
         super().__init__(ValueWorker, spec, model_path, hf_state=hf_state, init_checkpoint=init_checkpoint,
-                         world_size=spec.world_size, placement=placement, role="critic", seed=seed, log_dir=log_dir)
+                         world_size=spec.world_size, placement=placement, role="critic", seed=seed, log_dir=log_dir,
+                         start_timeout_s=start_timeout_s)
 
     def export(self) -> dict:
         """The critic in HF names (``score.weight`` the value head), gathered on rank 0."""

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import torch
 
 from ppo.models.packing import token_budget_microbatches
-from ppo.rollout.batch import select, to_device, trim
+from ppo.rollout.batch import pad_width, select, to_device, trim
 from ppo.workers.specs import MegatronModelSpec
 
 
@@ -65,21 +65,34 @@ class MegatronWorker:
 
     def microbatches(self, batch: dict) -> list[dict]:
         """This rank's rows in micro-batches of at most ``micro_batch_tokens`` padded tokens, on this rank's device
-        (``_rows``: their row numbers in ``batch``, on the CPU)."""
+        (``_rows``: their row numbers in ``batch``, on the CPU; ``_width``: the micro-batch's width before padding).
+
+        Each micro-batch is cut to its longest row, then padded to a multiple of ``spec.sequence_multiple`` (what
+        sequence parallelism needs, :func:`ppo.rollout.batch.pad_width`); the token budget counts the padded
+        width, so no micro-batch exceeds ``micro_batch_tokens``.
+        """
         batch = self._my_rows(batch)
         lengths = batch["segment_ids"].ne(0).sum(-1).tolist()
         if not lengths:
             return []
-        groups = token_budget_microbatches(lengths, max(self.spec.micro_batch_tokens, max(lengths)))
-        return [to_device(trim(select(batch, g)), self.device) | {"_rows": torch.tensor(g)} for g in groups]
+        padded = [self.spec.padded_length(n) for n in lengths]
+        groups = token_budget_microbatches(padded, max(self.spec.micro_batch_tokens, max(padded)))
+        microbatches = []
+        for g in groups:
+            mb = trim(select(batch, g))
+            width = mb["segment_ids"].shape[1]
+            mb = pad_width(mb, self.spec.sequence_multiple)
+            microbatches.append(to_device(mb, self.device) | {"_rows": torch.tensor(g), "_width": width})
+        return microbatches
 
     @torch.no_grad()
     def forward_rows(self, batch: dict, fn) -> torch.Tensor:
-        """``fn(module, microbatch) -> [b, t]`` over every row of ``batch``, reassembled as ``[B, T]`` on the CPU."""
+        """``fn(module, microbatch) -> [b, t]`` over every row of ``batch``, reassembled as ``[B, T]`` on the CPU
+        (the columns a micro-batch was padded with are dropped: they may reach past ``T``)."""
         self.trainer.module.eval()
         out = torch.zeros(batch["input_ids"].shape, dtype=torch.float32, device=self.device)
         for mb in self.microbatches(batch):
-            values = fn(self.trainer.module, mb).float()
+            values = fn(self.trainer.module, mb).float()[:, : mb["_width"]]
             out[mb["_rows"].to(self.device), : values.shape[1]] = values
         return self._gather_rows(out, batch).cpu()
 
@@ -147,11 +160,12 @@ class MegatronWorker:
     def device(self) -> torch.device:
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
 
-    def offload(self) -> None:
-        """Give the GPU memory to the colocated generation engine (no-op on CPU)."""
+    def offload(self, keep_weights: bool = False) -> None:
+        """Give the GPU memory to the colocated generation engine (no-op on CPU); ``keep_weights``: all but the
+        parameters, which the refit still reads (:data:`ppo.workers.memory.REFIT_STEPS`)."""
         if self.first_offload_at is None:
             self.first_offload_at = time.time()
-        self.trainer.offload()
+        self.trainer.offload(keep_weights=keep_weights)
 
     def onload(self) -> None:
         self.trainer.onload()

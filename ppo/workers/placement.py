@@ -25,6 +25,7 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
+from ppo.workers.deadline import get_within
 from ppo.workers.plan import PlacementPlan, Slot
 from ppo.workers.ports import free_port
 
@@ -102,11 +103,11 @@ class Placement:
                                                    "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}}
         return options
 
-    def rendezvous(self, role: str) -> tuple[str, int]:
+    def rendezvous(self, role: str, timeout_s: float | None = None) -> tuple[str, int]:
         """Rank 0's node IP (as Ray reports it) and a port free there, probed in rank 0's slot."""
         slot = self.plan.ranks[role][0]
         probe = ray.remote(node_address).options(num_cpus=0, num_gpus=0, scheduling_strategy=self._strategy(slot))
-        return ray.get(probe.remote())
+        return get_within([probe.remote()], timeout_s, [f"{role} rank 0's slot"], "the rendezvous probe")[0]
 
     def release(self) -> None:
         for group in self.node_groups:
@@ -138,5 +139,7 @@ def reserve(plan: PlacementPlan, *, timeout_s: float = 600) -> Placement:
             slot = Slot(n, g)
             probes[slot] = ray.remote(_gpu_ids).options(num_cpus=0, num_gpus=0.01,
                                                          scheduling_strategy=placement._strategy(slot)).remote()
-    placement.gpu_ids = {slot: ids[0] for slot, ids in zip(probes, ray.get(list(probes.values())))}
+    answers = get_within(list(probes.values()), timeout_s, [f"GPU {s.gpu} of node {s.node}" for s in probes],
+                         "the GPU-id probe")
+    placement.gpu_ids = {slot: ids[0] for slot, ids in zip(probes, answers)}
     return placement

@@ -97,8 +97,8 @@ class PolicyWorker(MegatronWorker):
     def reset_optimizer_state(self) -> None:
         self.trainer.reset_optimizer_state()
 
-    def offload(self) -> None:
-        super().offload()
+    def offload(self, keep_weights: bool = False) -> None:
+        super().offload(keep_weights)
         if self.reference is not None and torch.cuda.is_available():
             self.reference.cpu()
 

@@ -20,28 +20,33 @@ from __future__ import annotations
 import pickle
 import time
 
-import ray
-
 from ppo.workers.buckets import bucket_size
+from ppo.workers.deadline import get_within
 from ppo.workers.plan import RefitRoute
 
 
 class Refitter:
     """The driver's side of a refit: tells the policy ranks and the engines what to send and receive, per bucket."""
 
-    def __init__(self, policy, engines: list, routes: list[RefitRoute], bucket_bytes: int):
+    def __init__(self, policy, engines: list, routes: list[RefitRoute], bucket_bytes: int,
+                 timeout_s: float | None = None):
+        """``timeout_s``: how long each wait on the ranks and engines may take (a hung broadcast fails the run)."""
         self.policy = policy
         self.engines = engines
         self.routes = routes
         self.bucket_bytes = bucket_bytes
+        self.timeout_s = timeout_s
         self.broadcast_engines = [r.engine for r in routes if r.transport == "broadcast"]
         if self.broadcast_engines:
-            host, port = ray.get(policy.actors[0].refit_address.remote())
+            host, port = self._get([policy.actors[0].refit_address.remote()], "refit_address")[0]
             world = 1 + len(self.broadcast_engines)
             joins = [policy.actors[0].join_refit_group.remote(host, port, 0, world)]
             joins += [engines[e].join_refit_group.remote(host, port, i + 1, world)
                       for i, e in enumerate(self.broadcast_engines)]
-            ray.get(joins)
+            self._get(joins, "join_refit_group")
+
+    def _get(self, refs: list, what: str) -> list:
+        return get_within(refs, self.timeout_s, [f"refit call {k}" for k in range(len(refs))], what)
 
     @property
     def senders(self) -> list[int]:
@@ -60,9 +65,10 @@ class Refitter:
             if self.broadcast_engines:
                 work.append(self.policy.actors[0].broadcast_bucket.remote(i))
                 work += [self.engines[e].load_broadcast.remote(bucket) for e in self.broadcast_engines]
-            done = ray.get(work)
+            done = self._get(work, f"bucket {i} of the refit")
             driver_bytes += len(pickle.dumps(done))
-        done = ray.get([engine.finish_refit.remote() for engine in self.engines] + self.policy.finish_refit_async())
+        done = self._get([engine.finish_refit.remote() for engine in self.engines] + self.policy.finish_refit_async(),
+                         "finish_refit")
         driver_bytes += len(pickle.dumps(done))
         weight_bytes = sum(bucket_size(b) for b in buckets)
         return {"refit_seconds": time.perf_counter() - started, "refit_bytes": float(weight_bytes),

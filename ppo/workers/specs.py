@@ -8,6 +8,7 @@ too) receive them and build the models in their own processes.  Keeping them her
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,12 +25,16 @@ class MegatronModelSpec:
     ``transformer_impl``: ``"local"`` (any machine) or ``"transformer_engine"`` (GPUs; needed for sequence
     parallelism), see :mod:`ppo.models.layers`.  ``recompute``: activation recomputation, see
     :mod:`ppo.models.recompute`.
+
+    ``pad_to_multiple``: pad every micro-batch's width to a multiple of this as well (None: only what sequence
+    parallelism needs, see :attr:`sequence_multiple`); tests use it to pad on CPU without sequence parallelism.
     """
 
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     data_parallel: int = 1  # replicas of the tensor × pipeline × context layout; each trains on its share of rows
     optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
     micro_batch_tokens: int = 8192
+    pad_to_multiple: int | None = None
     logprob_chunk_size: int = 1024
     dtype: str = "float32"
     num_threads: int | None = None
@@ -47,6 +52,18 @@ class MegatronModelSpec:
         spec sets; the worker adds its ``device``."""
         return dict(dtype=self.dtype, transformer_impl=self.transformer_impl, recompute=self.recompute,
                     sequence_parallel=self.parallel.sequence_parallel)
+
+    @property
+    def sequence_multiple(self) -> int:
+        """What every micro-batch's width must divide by: ``parallel.tensor`` under sequence parallelism (Megatron
+        splits the sequence over the TP ranks), else 1; the lcm with ``pad_to_multiple`` when that is set.  The
+        workers pad micro-batches to it (:func:`ppo.rollout.batch.pad_width`)."""
+        required = self.parallel.tensor if self.parallel.sequence_parallel else 1
+        return math.lcm(required, self.pad_to_multiple or 1)
+
+    def padded_length(self, tokens: int) -> int:
+        """``tokens`` rounded up to :attr:`sequence_multiple`: the width a micro-batch of rows that long gets."""
+        return -(-tokens // self.sequence_multiple) * self.sequence_multiple
 
     @property
     def world_size(self) -> int:

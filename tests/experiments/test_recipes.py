@@ -5,6 +5,7 @@ Update the goldens on purpose with ``UPDATE_GOLDEN=1 .venv/bin/python -m pytest 
 diff: a changed line is a changed recipe.
 """
 
+import re
 from pathlib import Path
 
 import fiddle as fdl
@@ -19,6 +20,7 @@ from ppo.launch.slurm import render_sbatch
 from ppo.nightly.suite import read_nightly
 from tests.experiments.conftest import EXPERIMENTS, REPO
 from tests.golden import assert_matches_golden, normalise
+from tests.launch.conftest import run_launch
 
 GOLDEN = Path(__file__).parent / "golden"
 GPU_RECIPES = ["dsr1_7b", "math_1b", "qwen2p5_1p5b_gsm8k"]
@@ -47,6 +49,26 @@ def test_the_gpu_recipes_use_every_gpu(recipe, used, monkeypatch):
     grid = text.split("== GPU map")[1].split("\n\n")[0]
     assert grid.splitlines()[-1] == used
     assert "idle" not in grid
+
+
+@pytest.mark.parametrize("recipe", GPU_RECIPES)
+def test_the_gpu_recipes_fit_their_gpus_by_the_memory_plan(recipe, monkeypatch):
+    """The memory plan follows the GPU map and ends with its peak, within executor.gpu_memory_gib (80)."""
+    monkeypatch.chdir(REPO)
+    prepared = prepare(Request(f"experiments/{recipe}.py", dry_run=True))
+    section = dry_run_text(prepared, run_dir(recipe), None).split("== memory plan")[1].split("\n\n")[0]
+    for phase in ("generation", "logprobs/values", "training", "refit"):
+        assert phase in section.splitlines()[2]
+    peak = re.fullmatch(r"peak memory: ([0-9.]+) GiB of 80 GiB \((\S+), node0/gpu0\)", section.splitlines()[-1])
+    assert peak and 0 < float(peak[1]) <= 80, section.splitlines()[-1]
+
+
+def test_a_gpu_too_small_for_dsr1_7b_is_refused_in_one_line():
+    rc, out, err = run_launch("experiments/dsr1_7b.py", "--executor", "slurm", "--dry-run",
+                              "executor.gpu_memory_gib=24")
+    assert rc == 2 and out == "", (rc, out)
+    assert len(err.strip().splitlines()) == 1, err
+    assert "memory: the training phase needs" in err and "executor.gpu_memory_gib=24" in err and "raise " in err
 
 
 def test_graph_builds_validates_and_round_trips_through_json(prepared):

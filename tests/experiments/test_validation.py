@@ -5,9 +5,12 @@ dry run too; a SLURM submission checks them on the submitting host unless ``exec
 dry run only lists the missing ones.  Node 0 checks them again when the job starts (``Experiment.run``).
 """
 
+import json
+
 import fiddle as fdl
 import pytest
 
+from experiments._base import HF_CONFIGS
 from ppo.config.errors import ConfigError
 from ppo.experiment import ExperimentError
 from ppo.launch.prepare import Request, prepare
@@ -32,7 +35,7 @@ def refusal(recipe: str, *overrides: str, **kwargs) -> str:
 def local_inputs(tmp_path) -> list[str]:
     """Overrides pointing dsr1_7b's model and data at files that exist here."""
     (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text("{}")
+    (tmp_path / "model" / "config.json").write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"]))
     for name in ("train.parquet", "aime.parquet"):
         (tmp_path / name).write_text("")
     return [f"model.path={tmp_path / 'model'}", f"task.train_path={tmp_path / 'train.parquet'}",
@@ -106,6 +109,19 @@ def test_gpus_come_from_the_executor():
     (["policy.micro_batch_tokens=4096"], "policy.micro_batch_tokens=4096 cannot hold one sample of up to "
                                          "generation.max_model_len=10240 tokens"),
     (["tag:MaxSequenceLength=16384"], "policy.micro_batch_tokens=10240 cannot hold one sample"),
+    # sequence parallelism splits each micro-batch over the TP ranks, so widths are padded to a multiple of TP (4)
+    (["generation.max_model_len=10241", "policy.micro_batch_tokens=10242", "critic.micro_batch_tokens=10242"],
+     "policy.micro_batch_tokens=10242 cannot hold one sample of up to generation.max_model_len=10241 tokens padded "
+     "to a multiple of 4 (policy.parallel.tensor=4 with sequence parallelism), 10244 tokens: set "
+     "policy.micro_batch_tokens >= 10244"),
+    (["policy.pad_to_multiple=3"], "policy.micro_batch_tokens=10240 cannot hold one sample of up to "
+                                   "generation.max_model_len=10240 tokens padded to a multiple of 12 "
+                                   "(policy.parallel.tensor=4 with sequence parallelism, policy.pad_to_multiple=3), "
+                                   "10248 tokens: set policy.micro_batch_tokens >= 10248"),
+    (["critic.pad_to_multiple=3"], "critic.micro_batch_tokens=10240 cannot hold one sample of up to "
+                                   "generation.max_model_len=10240 tokens padded to a multiple of 3 "
+                                   "(critic.pad_to_multiple=3), 10242 tokens: set critic.micro_batch_tokens >= 10242"),
+    (["policy.pad_to_multiple=0"], "policy.pad_to_multiple must be >= 1 (or None), got 0"),
     (["reward_shaping.overlong_buffer=9000"], "reward_shaping.overlong_buffer=9000 must be in (0, "
                                               "generation.sampling.max_new_tokens=8192]"),
     (["trainer.generations_per_prompt=1"], "trainer.dynamic_sampling keeps prompt groups whose rewards differ"),
@@ -119,6 +135,14 @@ def test_gpus_come_from_the_executor():
 def test_settings_that_cannot_run_are_refused_in_one_line(overrides, message):
     refused = refusal("dsr1_7b", *overrides)
     assert message in refused and "\n" not in refused
+
+
+def test_padding_that_fits_the_budget_is_accepted():
+    """A width that divides by TP already needs no room; a budget of the padded width is enough."""
+    assert prep("dsr1_7b", "policy.pad_to_multiple=8").experiment.policy.sequence_multiple == 8
+    padded = prep("dsr1_7b", "generation.max_model_len=10241", "policy.micro_batch_tokens=10244",
+                  "critic.micro_batch_tokens=10242").experiment
+    assert (padded.policy.sequence_multiple, padded.critic.sequence_multiple) == (4, 1)
 
 
 def test_idle_gpus_are_accepted_when_the_recipe_says_so():
@@ -315,3 +339,12 @@ def test_the_critic_trains_beside_generation_on_cpu_ranks_only():
     assert not off.critic_trains_beside_generation(off.placement_plan())
     no_critic = prepare(Request("experiments/tiny_cpu.py", [], ["raw_reward"], dry_run=True)).experiment
     assert not no_critic.critic_trains_beside_generation(no_critic.placement_plan())
+
+
+def test_a_model_the_workers_cannot_convert_is_refused_before_launch(tmp_path):
+    """Where config.json can be read, an architecture the workers cannot convert stops the dry run in one line."""
+    inputs = local_inputs(tmp_path)
+    config = tmp_path / "model" / "config.json"
+    config.write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | {"model_type": "qwen3"}))
+    with pytest.raises(ConfigError, match=r"^model: model_type 'qwen3' is not supported"):
+        prep("dsr1_7b", *inputs)
