@@ -269,6 +269,15 @@ class Experiment:
         except MemoryPlanError as err:
             raise ExperimentError(f"memory: {err}") from None
 
+    def node_request(self) -> tuple[int, int] | None:
+        """``(CPUs, GiB of host memory)`` one node of the job needs, from the memory plan: a core for each worker
+        process (Megatron and engine ranks), each math worker, the driver and Ray; the host memory the plan counts.
+        None where there is no GPU plan."""
+        plan = self.memory_plan()
+        if plan is None:
+            return None
+        return plan.processes_per_node + self.trainer.math_workers + 2, math.ceil(plan.host_bytes / (1 << 30))
+
     def placement_plan(self, nodes: int | None = None, gpus_per_node: int | None = None):
         """Where every rank runs (:func:`ppo.workers.plan.plan_placement`) on ``nodes × gpus_per_node`` GPUs, by
         default the job's (:attr:`shape`); the dry run prints it, and the trainer reserves Ray placement groups from

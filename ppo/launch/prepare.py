@@ -93,11 +93,27 @@ def prepare(request: Request) -> Prepared:
     plan = _call_check(experiment.resource_plan, "resource_plan()")
     if not isinstance(plan, list) or not all(isinstance(g, dict) for g in plan):
         raise ConfigError(f"resource_plan() must return a list of dicts, got {type(plan).__name__}")
+    if isinstance(executor, SlurmExecutor) and hasattr(experiment, "node_request"):
+        executor = experiment.executor = request_node_resources(executor, experiment)
     missing = _call_check(getattr(experiment, "missing_paths", list), "missing_paths()")
     if missing and paths_required(executor, request.dry_run):
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise ConfigError(f"{missing[0]}{more}")
     return Prepared(request, file, cfg, edits, experiment, executor, plan, config_json, list(missing))
+
+
+def request_node_resources(executor: SlurmExecutor, experiment: Any) -> SlurmExecutor:
+    """The executor with ``cpus_per_task`` and ``mem_gb`` filled in from the plan where the recipe leaves them unset
+    (a cluster that limits a task to what it asked for would otherwise give one core to every actor of a node).  An
+    ``exclusive`` job gets whole nodes instead (its sbatch script asks for all their memory, ``--mem=0``)."""
+    if (executor.additional_parameters or {}).get("exclusive"):
+        return executor
+    need = _call_check(experiment.node_request, "node_request()")
+    if need is None:
+        return executor
+    cpus, mem_gb = need
+    return dataclasses.replace(executor, cpus_per_task=executor.cpus_per_task or cpus,
+                               mem_gb=executor.mem_gb or mem_gb)
 
 
 def paths_required(executor: Any, dry_run: bool) -> bool:

@@ -56,6 +56,8 @@ def sbatch_parameters(executor: SlurmExecutor, job_name: str) -> dict:
             params[name] = getattr(executor, name)
     if executor.mem_gb is not None:
         params["mem"] = _mem(executor.mem_gb)
+    elif (executor.additional_parameters or {}).get("exclusive"):
+        params["mem"] = "0"  # all of each node's memory: --exclusive alone leaves --mem at the cluster's default
     if executor.setup_lines:
         params["setup"] = list(executor.setup_lines)
     if executor.additional_parameters:

@@ -117,7 +117,7 @@ def pad_width(batch: dict, multiple: int, *, pad_id: int = 0) -> dict:
         if torch.is_tensor(value) and value.dim() == 2:
             if value.shape[1] != width:
                 raise ValueError(f"pad_width: field {key!r} has {value.shape[1]} columns, segment_ids {width}")
-            value = torch.nn.functional.pad(value, (0, extra), value=pad_id if key == "input_ids" else (1 if key == "response_mask" else 0))
+            value = torch.nn.functional.pad(value, (0, extra), value=pad_id if key == "input_ids" else 0)
         out[key] = value
     return out
 

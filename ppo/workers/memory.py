@@ -40,6 +40,9 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 CUDA_CONTEXT_BYTES = GIB // 2
 """What a process that uses a GPU keeps there whatever it does (CUDA context, cuBLAS workspace, NCCL's buffers).
 An assumption: vLLM logs on H100s show 0.12-0.65 GiB of non-torch memory per process."""
+HOST_PROCESS_BYTES = 4 * GIB
+"""Host memory of a worker process besides the model state it offloads (Python, torch, CUDA and NCCL libraries,
+vLLM's scheduler).  An assumption; verl reports ~11 GB a rollout process for a 7B model, weights included."""
 VLLM_DEFAULT_BATCHED_TOKENS = 16384  # vLLM's max_num_batched_tokens for the offline LLM class on H100s
 VLLM_DEFAULT_MAX_SEQS = 1024
 
@@ -112,6 +115,8 @@ class MemoryPlan:
     gpus: list[GPUMemory]
     source: str  # where the model's shape came from: "config.json" or "the recipe"
     kv_tokens: int | None = None  # tokens an engine's KV cache holds (each rank holds its heads of every token)
+    host_bytes: int = 0  # host memory of the fullest node (offloaded state, sleeping engines, refit copies)
+    processes_per_node: int = 0  # worker processes (Megatron ranks and engine ranks) on the fullest node
 
     def peak(self) -> tuple[int, str, str]:
         """``(bytes, phase, gpu)`` of the fullest GPU in its fullest phase (the first GPU among equals)."""
@@ -142,6 +147,8 @@ class MemoryPlan:
         intro = (f"{slot} (and {alike - 1} GPU(s) holding the same ranks), model shape from {self.source}"
                  if alike > 1 else f"{slot}, model shape from {self.source}")
         kv = [] if self.kv_tokens is None else [f"KV cache: {self.kv_tokens} tokens per engine"]
+        kv.append(f"host memory: {self.host_bytes / GIB:.0f} GiB on the fullest node ({self.processes_per_node} "
+                  f"worker processes)")
         return "\n".join([intro, *lines, *kv, self.peak_line()])
 
     def check(self) -> None:
@@ -300,6 +307,8 @@ def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine
             rank_counts.setdefault(slot, {}).setdefault(role, []).append(rank)
 
     gpus = []
+    host: dict[int, int] = {}
+    processes: dict[int, int] = {}
     for slot in sorted(rank_counts, key=lambda s: (s.node, s.gpu)):
         roles = rank_counts[slot]
         contexts = CUDA_CONTEXT_BYTES * sum(len(ranks) for ranks in roles.values())
@@ -331,9 +340,25 @@ def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine
                            sends=any(r in senders for r in roles.get("policy", ())), receives=slot in broadcast_slots,
                            gather=_gather_bytes(arch, by_name, roles))
         refit = worst(walk[:-1])  # its last step hands the GPU to generation, that phase's column
+        count = sum(len(ranks) for ranks in roles.values())
+        processes[slot.node] = processes.get(slot.node, 0) + count
+        host[slot.node] = host.get(slot.node, 0) + count * HOST_PROCESS_BYTES + _host_state(
+            arch, resident, engine_parts["weights"] * engines, by_name, len(roles.get("policy", ())))
         gpus.append(GPUMemory(f"node{slot.node}/gpu{slot.gpu}", {
             "generation": generation, "logprobs/values": forward, "training": training, "refit": refit}))
-    return MemoryPlan(gpu_bytes, gpus, source, kv_tokens=kv_tokens)
+    return MemoryPlan(gpu_bytes, gpus, source, kv_tokens=kv_tokens, host_bytes=max(host.values(), default=0),
+                      processes_per_node=max(processes.values(), default=0))
+
+
+def _host_state(arch: Architecture, resident: dict[str, int], engine_weights: int, by_name: dict,
+                policy_ranks: int) -> int:
+    """Host bytes a GPU's ranks keep while offloaded or asleep: Megatron weights, optimizer state and reference
+    (gradients are freed, not moved), the engines' weights (vLLM's level-1 sleep), and on each policy rank the refit's
+    whole model gathered over TP on the host (``MegatronWorker.hf_state``) and its HF-named copy."""
+    offloaded = sum(v for k, v in resident.items() if not k.endswith(" gradients"))
+    policy = by_name.get("policy")
+    gathered = 0 if policy is None else 2 * shard_parameters(arch, 1) * DTYPE_BYTES[policy.dtype] * policy_ranks
+    return offloaded + engine_weights + gathered
 
 
 def _gather_bytes(arch: Architecture, by_name: dict, roles: dict) -> int:

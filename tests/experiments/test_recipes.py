@@ -115,6 +115,20 @@ def test_gpu_recipe_is_a_slurm_job_whose_sbatch_matches_golden(recipe, monkeypat
     assert_matches_golden(GOLDEN / f"{recipe}.sbatch", script)
 
 
+def test_a_job_on_shared_nodes_asks_for_the_cores_and_memory_its_plan_needs(monkeypatch):
+    """Without --exclusive, dsr1_7b asks for a core per worker process and the host memory the memory plan counts
+    (27 cores: 24 ranks, a math worker, the driver and Ray); with it, for all of each node's memory (--mem=0)."""
+    monkeypatch.chdir(REPO)
+    prepared = prepare(Request("experiments/dsr1_7b.py", ["executor.additional_parameters=None"], dry_run=True))
+    assert (prepared.executor.cpus_per_task, prepared.executor.mem_gb) == (27, 510)
+    script = normalise(render_sbatch(prepared.executor, prepared.name, run_dir(prepared.name)))
+    assert_matches_golden(GOLDEN / "dsr1_7b_shared_nodes.sbatch", script)
+    pinned = prepare(Request("experiments/dsr1_7b.py", ["executor.additional_parameters=None",
+                                                        "executor.cpus_per_task=64", "executor.mem_gb=1000"],
+                             dry_run=True))
+    assert (pinned.executor.cpus_per_task, pinned.executor.mem_gb) == (64, 1000), "what the user set stays"
+
+
 def test_goldens_have_no_machine_paths():
     goldens = list(GOLDEN.iterdir())
     assert goldens

@@ -34,7 +34,7 @@ def test_dry_run_of_a_local_run_has_no_sbatch(toy, tmp_path, monkeypatch, capsys
     monkeypatch.chdir(tmp_path)
     assert cli.main([str(toy), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "LocalExecutor(nodes=1)" in out and "#SBATCH" not in out
+    assert "LocalExecutor(nodes=1, gpu_memory_gib=80.0)" in out and "#SBATCH" not in out
     assert list(tmp_path.iterdir()) == []
 
 

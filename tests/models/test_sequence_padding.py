@@ -19,7 +19,9 @@ from ppo.rollout.batch import TOKEN_FIELDS, pad_width
 from ppo.workers.specs import MegatronCritic, MegatronModelSpec, MegatronPolicy, PolicyLoss
 
 MULTIPLE = 4
-TOKEN_BUDGET = 24  # a few rows per micro-batch: several micro-batches, rows scattered back by index
+# a few rows per micro-batch (several micro-batches, rows scattered back by index), and a budget that the padded
+# widths must be counted against: rows of 11 and 9 tokens fit it unpadded (22), not padded to 12 (24)
+TOKEN_BUDGET = 23
 RESPONSES = (3, 6, 2, 8, 5, 1, 4)  # with the prompts below: rows of 5..11 tokens, a batch 11 wide
 
 
