@@ -67,6 +67,7 @@ from ppo.workers.memory import REFIT_STEPS
 from ppo.workers.placement import check_cluster_shape, cluster_shape, reserve
 from ppo.workers.ray_runtime import connect_or_start
 from ppo.workers.refit import Refitter
+from ppo.workers.traffic import Shipper, nbytes
 
 CHECKPOINTS = "checkpoints"
 PARTIAL = ".partial"
@@ -166,14 +167,17 @@ class PPOTrainer:
         self.critic = None
         if self.estimator.needs_critic:
             critic_init, init_checkpoint = None, exp.critic.init_checkpoint()
-            if exp.critic.model_path is None:
-                critic_init = self.policy.export()  # the critic starts from the (warm-started) policy
+            if exp.critic.model_path is None:  # the critic starts from the (warm-started) policy
+                critic_init = self.policy.export_to_store()  # put once by policy rank 0: never by value per rank
             own_model = exp.critic.model_path is not None and not init_checkpoint
             architecture = exp.critic.model_path if own_model else self.model_path
             self.critic = ValueGroup(exp.critic, str(architecture), hf_state=critic_init,
                                      init_checkpoint=init_checkpoint, placement=placement, seed=exp.seed, log_dir=logs,
                                      start_timeout_s=start_timeout)
         groups = [g for g in (self.policy, self.critic) if g is not None]
+        self.shipper = Shipper()
+        for group in groups:
+            group.shipper = self.shipper
         if share_gpus:
             for group in groups:
                 group.offload()
@@ -182,7 +186,7 @@ class PPOTrainer:
         # an engine whose workers Ray cannot schedule (a placement asking for more than its bundles hold) hangs here
         get_within([a.ready.remote() for a in actors], start_timeout, [f"engine {e}" for e in range(len(actors))],
                    "its start (trainer.start_timeout_s)")
-        self.engines = EnginePool(actors, timeout_s=self.cfg.worker_timeout_s)
+        self.engines = EnginePool(actors, timeout_s=self.cfg.worker_timeout_s, shipper=self.shipper)
         for group in groups:
             group.timeout_s = self.cfg.worker_timeout_s
         self.enter_phase("train")  # where the first refit starts from: engines asleep, the groups on their GPUs
@@ -209,7 +213,7 @@ class PPOTrainer:
         else:
             state = self.policy.export()
             save_weights(state, path)
-        self.policy.load_reference(state)
+        self.policy.load_reference(ray.put(state))  # into the object store once, not by value to every rank
 
     def record_placement(self, plan) -> None:
         """``placement.json``: the plan, and where each rank and engine reports it runs (the run's own account)."""
@@ -401,6 +405,7 @@ class PPOTrainer:
     def train_step(self) -> dict[str, float]:
         cfg, step = self.cfg, self.step
         metrics: dict[str, float] = {}
+        self.shipper.new_step()
         if self.prefetched is not None:
             batch, env_metrics, timings = self.prefetched
             self.timings.update(timings)
@@ -489,6 +494,11 @@ class PPOTrainer:
         metrics.update(probe)  # with old_logprobs="engine", the loss compares logp_gen with itself
         metrics.update(reduce_metrics(critic_steps, over="steps", prefix="train/critic/"))
         metrics["train/policy_updated"] = float(train_policy)
+        # what the driver sent this step: batch fields once, calls' own arguments, prompts, refit metadata
+        metrics["train/driver_bytes"] = float(self.shipper.bytes + (self.refit_stats["refit_driver_bytes"]
+                                                                    if train_policy else 0.0))
+        metrics["train/batch_bytes"] = float(sum(nbytes(v) for v in batch.values() if torch.is_tensor(v)
+                                                 or isinstance(v, list)))
         metrics["train/optimizer_steps"] = float(len(policy_steps))
         if self.critic is not None:
             metrics["train/critic/optimizer_steps"] = float(len(critic_steps))

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterable
 
+import ray
 import torch
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
@@ -60,14 +61,44 @@ def shield_llvmlite_from_kernel_scan() -> None:
         ffi.lib._fntab.setdefault("__dict__", {})
 
 
+def executor_backend(tensor_parallel_size: int, *, placed: bool, cuda: bool):
+    """vLLM's ``distributed_executor_backend``, chosen here rather than left to vLLM's defaults:
+
+    - TP 1: ``"uni"``, the model in the engine's own process;
+    - TP > 1 in our placement (``VLLM_RAY_BUNDLE_INDICES`` set by :meth:`ppo.workers.placement.Placement.options`):
+      vLLM's Ray executor, one worker actor per plan slot with the engine's share of its GPU; on logical GPUs the same
+      executor adapted to the CPU platform (:class:`ppo.rollout.ray_executor.LogicalGPURayExecutor`);
+    - TP > 1 outside any placement (CPU-only plans, tools): ``"mp"``, worker processes under the engine.
+    """
+    if tensor_parallel_size == 1:
+        return "uni"
+    if not placed:
+        return "mp"
+    if cuda:
+        return "ray"
+    from ppo.rollout.ray_executor import LogicalGPURayExecutor
+
+    return LogicalGPURayExecutor
+
+
+def worker_placement(worker) -> dict:
+    """Runs in each vLLM worker: where it is, as Ray sees it (node, GPU IDs, process)."""
+    return {"node_ip": ray.util.get_node_ip_address(), "gpu_ids": [str(i) for i in ray.get_gpu_ids()],
+            "pid": os.getpid(), "rank": worker.rank}
+
+
 class VLLMEngine:
     def __init__(self, cfg: VLLMGeneration):
-        if cfg.tensor_parallel_size == 1:
-            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        self.in_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
+        placed = bool(os.environ.get("VLLM_RAY_BUNDLE_INDICES"))
+        backend = executor_backend(cfg.tensor_parallel_size, placed=placed, cuda=torch.cuda.is_available())
+        # the engine core in this process: with the Ray executor it must run where Ray is initialised
+        if backend != "mp":
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        self.in_process = backend == "uni"  # tensors reach the model without leaving this process
         os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # refit sends a function to the workers
         self.cfg = cfg
         kwargs = dict(
+            distributed_executor_backend=backend,
             model=cfg.model_path,
             tensor_parallel_size=cfg.tensor_parallel_size,
             dtype=cfg.dtype,
@@ -167,6 +198,10 @@ class VLLMEngine:
     def finish_refit(self) -> None:
         self.llm.collective_rpc(_repack_tied_head)
         self.llm.reset_prefix_cache()
+
+    def placement(self) -> list[dict]:
+        """Where each of the engine's workers runs (one entry per tensor-parallel rank)."""
+        return self.llm.collective_rpc(worker_placement)
 
     def sleep(self) -> None:
         """Free the engine's GPU memory (weights to pinned host memory, KV cache dropped) for a colocated trainer;

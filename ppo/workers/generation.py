@@ -66,9 +66,10 @@ class GenerationWorker:
         self.engine.wake_up(tags)
 
     def placement_info(self) -> dict:
+        """Where the engine's actor runs, and each of its tensor-parallel workers (``workers``, read from inside)."""
         return {"engine": self.index, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(),
-                "started_at": self.started_at}
+                "started_at": self.started_at, "workers": self.engine.placement()}
 
     def ready(self) -> bool:
         return True
@@ -102,9 +103,11 @@ def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
 class EnginePool:
     """The run's engines as one: sharded generation, and sleep / wake on all of them."""
 
-    def __init__(self, actors: list, timeout_s: float | None = None):
+    def __init__(self, actors: list, timeout_s: float | None = None, shipper=None):
+        """``shipper``: a :class:`ppo.workers.traffic.Shipper` that counts the prompts the driver sends."""
         self.actors = actors
         self.timeout_s = timeout_s
+        self.shipper = shipper
 
     def _get(self, refs: list, what: str) -> list:
         return get_within(refs, self.timeout_s, [f"engine {i}" for i in range(len(refs))], what)
@@ -116,8 +119,11 @@ class EnginePool:
                  seed: int | None = None) -> list:
         """Samples for ``prompts`` in prompt order; engine *k* generates the *k*-th contiguous slice."""
         bounds = [(a, b) for a, b in shard_bounds(len(prompts), len(self.actors)) if b > a]
-        refs = [actor.generate.remote(prompts[a:b], sampling, seed, first_index=a)
-                for actor, (a, b) in zip(self.actors, bounds)]
+        refs = []
+        for actor, (a, b) in zip(self.actors, bounds):
+            if self.shipper is not None:
+                self.shipper.count_call((prompts[a:b], sampling, seed), {"first_index": a})
+            refs.append(actor.generate.remote(prompts[a:b], sampling, seed, first_index=a))
         return [group for part in self._get(refs, "'generate'") for group in part]
 
     def sleep(self) -> None:

@@ -15,6 +15,7 @@ from ppo.workers.logs import worker_log
 from ppo.workers.placement import cpu_placement
 from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
 from ppo.workers.policy import PolicyWorker
+from ppo.workers.traffic import Shipper, is_batch
 from ppo.workers.value import ValueWorker
 
 RENDEZVOUS_ATTEMPTS = 3
@@ -56,8 +57,16 @@ class WorkerGroup:
                 print(f"[ppo] {role} group: port {master_port} on {master_addr} was taken; rendezvous again",
                       flush=True)
 
+    shipper: Shipper | None = None
+    """Where batches go into the object store once (:mod:`ppo.workers.traffic`; the trainer sets one for all its
+    groups).  None: every rank gets its arguments by value."""
+
     def call_async(self, method: str, *args, **kwargs) -> list:
         """Start ``method`` on every rank; the object references, one per rank."""
+        if self.shipper is not None:
+            args = tuple(self.shipper.ship(a) if is_batch(a) else a for a in args)
+            for _ in self.actors:
+                self.shipper.count_call(args, kwargs)
         return [getattr(actor, method).remote(*args, **kwargs) for actor in self.actors]
 
     def call(self, method: str, *args, **kwargs):
@@ -120,6 +129,11 @@ class PolicyGroup(MegatronGroup):
     def export(self) -> dict:
         """The whole model in HF names, gathered on rank 0 (setup only: refits stream to the engines)."""
         return self.call("export")
+
+    def export_to_store(self):
+        """A reference to the whole model in HF names, put in the object store by rank 0 (it never reaches the
+        driver): what the critic's ranks start from."""
+        return self.call("export_to_store")[0]
 
     def load_reference(self, hf_state: dict) -> None:
         self.call("load_reference", hf_state)

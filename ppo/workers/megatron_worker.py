@@ -147,6 +147,14 @@ class MegatronWorker:
         assemble = self.rank == 0 if assemble is None else assemble
         return megatron_to_hf(shards, arch, value_head=value_head) if assemble else None
 
+    def export_to_store(self) -> list:
+        """``[reference]`` to this model's HF-named weights, put in the object store by rank 0 (``[None]`` on the
+        other ranks); every rank must call it (the gather over TP is a collective)."""
+        import ray
+
+        state = self.export()
+        return [None if state is None else ray.put(state)]
+
     def placement_info(self) -> dict:
         """Where this rank runs, as Ray and the environment say (for tests and the dry-run-versus-run check)."""
         import ray

@@ -6,8 +6,8 @@ node *n* is one Ray node and plan GPU *g* is bundle *g* of its group.  A rank of
 with a fraction of that GPU (:data:`GPU_SHARES`), so the policy, critic and engine ranks of a slot share the device
 and take turns with its memory (``PPOTrainer.enter_phase``).  Ray sets each actor's ``CUDA_VISIBLE_DEVICES`` to its
 bundle's GPU, which is why a worker's device is always its first visible GPU, never its rank.  An engine of TP > 1
-asks for its first slot's bundle and sees the GPUs of all its slots (their IDs are probed when the groups are
-reserved).
+is an actor in its first slot's bundle holding no GPU share; vLLM's Ray executor puts its tensor-parallel workers in
+the bundles of its slots, each with the engine's share (:func:`engine_worker_env`).
 
 Without GPUs (the CPU default, most tests) every actor runs on the driver's node with a CPU share: the plan is
 CPU-only and nothing is reserved.
@@ -97,10 +97,8 @@ class Placement:
         if not self.node_groups:
             return {"num_cpus": self.num_cpus, "num_gpus": 0, "scheduling_strategy": self._strategy(slots[0])}
         options = {"num_cpus": 0, "num_gpus": GPU_SHARES[role], "scheduling_strategy": self._strategy(slots[0])}
-        if len(slots) > 1:  # a multi-GPU engine: it sees every GPU of its slots, in order
-            visible = ",".join(str(self.gpu_ids[s]) for s in slots)
-            options["runtime_env"] = {"env_vars": {"CUDA_VISIBLE_DEVICES": visible,
-                                                   "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}}
+        if len(slots) > 1:
+            options.update(num_gpus=0, runtime_env={"env_vars": engine_worker_env(slots, self.gpu_ids)})
         return options
 
     def rendezvous(self, role: str, timeout_s: float | None = None) -> tuple[str, int]:
@@ -113,6 +111,16 @@ class Placement:
         for group in self.node_groups:
             remove_placement_group(group)
         self.node_groups = []
+
+
+def engine_worker_env(slots: tuple[Slot, ...], gpu_ids: dict) -> dict[str, str]:
+    """The environment of an engine of TP > 1: its tensor-parallel workers are vLLM Ray actors, worker *r* in the
+    bundle of slot *r* with the engine's share of that GPU (``ppo.rollout.vllm_engine.executor_backend``), so the
+    engine's own actor holds no GPU share; it sees the engine's GPUs (to open the refit's CUDA IPC handles)."""
+    return {"VLLM_RAY_BUNDLE_INDICES": ",".join(str(s.gpu) for s in slots),
+            "VLLM_RAY_PER_WORKER_GPUS": str(GPU_SHARES["generation"]),
+            "CUDA_VISIBLE_DEVICES": ",".join(str(gpu_ids[s]) for s in slots),
+            "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
 
 
 def cpu_placement(plan: PlacementPlan, num_cpus: float = 0.5) -> Placement:
