@@ -19,7 +19,10 @@ Parts, each independent (a failure is printed with its error and the next part r
 5. ``ipc_refit``: the refit's same-GPU path without vLLM: the policy packs its weights into buckets on the GPU and
    hands each over as a CUDA IPC handle; another process opens the handle, as a colocated engine does, and sends the
    tensors back; each must equal the policy's export bit for bit.
-6. ``vllm``: a vLLM engine on the GPU next to the workers: generate, sleep (weights and KV cache freed), wake, load
+6. ``memory_plan``: the memory plan's prediction (``ppo/workers/memory.py``) against the allocator's peak for a
+   policy rank of a random ~0.75B-parameter model built from a config (no download): training, logprobs, offloaded;
+   each within a third of the measurement.
+7. ``vllm``: a vLLM engine on the GPU next to the workers: generate, sleep (weights and KV cache freed), wake, load
    the policy's weights (the refit) and generate again; memory at each phase.  SKIP where vLLM is not installed.
 
 What this does not cover: more than one GPU (NCCL groups, the broadcast refit) and Ray placement.  The lent H200
@@ -278,12 +281,79 @@ def part_vllm(ctx) -> None:
     assert len(first) == len(second) == 2 and all(len(g) == 2 for g in second)
 
 
+def part_memory_plan(ctx) -> None:
+    """Predicted (``ppo/workers/memory.py``) against measured peak memory of a policy rank per phase: a random
+    ~0.75B-parameter model in the worker's dtype, 4 rows of 1024 tokens, one GPU (TP 1, DP 1)."""
+    from ppo.data.tokenizer import build_arithmetic_tokenizer
+    from ppo.models.architecture import Architecture
+    from ppo.models.tiny import create_tiny_model
+    from ppo.rollout.batch import build_rollout_batch
+    from ppo.rollout.engine import Sample
+    from ppo.workers.memory import GIB, GroupMemory, activation_bytes, model_state_bytes, shard_parameters
+    from ppo.workers.policy import PolicyWorker
+    from ppo.workers.specs import MegatronPolicy
+
+    device, dtype = ctx["device"], ctx["policy"].spec.dtype
+    on_gpu = device.type == "cuda"
+    size = dict(hidden_size=1536, num_layers=16, num_attention_heads=12, num_key_value_heads=2,
+                intermediate_size=8960, max_position_embeddings=2048) if on_gpu else \
+        dict(hidden_size=128, num_layers=2, max_position_embeddings=256)
+    tokens = 1024 if on_gpu else 64
+    model_dir = create_tiny_model(Path(ctx["model_dir"]).parent / "memory", build_arithmetic_tokenizer(), **size)
+    arch = Architecture.from_pretrained(model_dir)
+    g = torch.Generator().manual_seed(2)
+    half = tokens // 2
+    prompts = [torch.randint(3, arch.vocab_size, (half,), generator=g).tolist() for _ in range(4)]
+    samples = [[Sample(torch.randint(3, arch.vocab_size, (half,), generator=g).tolist(), [-1.0] * half, "stop")]
+               for _ in prompts]
+    batch = build_rollout_batch(prompts, samples, pad_id=0, ground_truths=["0"] * len(prompts))
+
+    def allocated() -> int:
+        return torch.cuda.memory_allocated(device) if on_gpu else 0
+
+    base = allocated()
+    spec = MegatronPolicy(dtype=dtype, micro_batch_tokens=4 * tokens)
+    worker = PolicyWorker(spec, str(model_dir), rank=0, world_size=1, master_addr="127.0.0.1",
+                          master_port=free_port(), seed=0)
+    group = GroupMemory(name="policy", tensor=1, data=1, dtype=dtype, distributed_optimizer=on_gpu,
+                        micro_batch_tokens=4 * tokens, flash_attention=False,
+                        logprob_chunk_size=spec.logprob_chunk_size)
+    state = model_state_bytes(shard_parameters(arch, 1), dtype, data=1, distributed=on_gpu)
+    predicted = {"training": sum(state.values()) + activation_bytes(arch, group, training=True),
+                 "logprobs": sum(state.values()) + activation_bytes(arch, group, training=False)}
+    measured = {}
+    for phase in ("training", "logprobs"):
+        if on_gpu:
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+        if phase == "training":
+            worker.supervised_step(batch, lr=1e-5)
+        else:
+            worker.logprobs(batch)
+        measured[phase] = (torch.cuda.max_memory_allocated(device) - base) if on_gpu else float("nan")
+    worker.trainer.offload()
+    measured["offloaded"] = allocated() - base if on_gpu else float("nan")
+    predicted["offloaded"] = 0
+    params = shard_parameters(arch, 1) / 1e9
+    print(f"    {params:.2f}B parameters, {dtype}, 4 x {tokens} tokens (local layers: the T x T scores are kept)")
+    print(f"    {'phase':10} {'predicted GiB':>14} {'measured GiB':>13} {'ratio':>6}")
+    for phase in predicted:
+        ratio = measured[phase] / predicted[phase] if predicted[phase] and on_gpu else float("nan")
+        print(f"    {phase:10} {predicted[phase] / GIB:14.2f} {measured[phase] / GIB:13.2f} {ratio:6.2f}")
+    del worker
+    if on_gpu:
+        torch.cuda.empty_cache()
+        for phase in ("training", "logprobs"):
+            assert 0.75 <= measured[phase] / predicted[phase] <= 1.33, f"{phase}: the plan is off by more than 1/3"
+
+
 class Skip(Exception):
     pass
 
 
 PARTS = [("workers", part_workers), ("hf_parity", part_hf_parity), ("offload", part_offload),
-         ("recompute", part_recompute), ("ipc_refit", part_ipc_refit), ("vllm", part_vllm)]
+         ("recompute", part_recompute), ("ipc_refit", part_ipc_refit), ("memory_plan", part_memory_plan),
+         ("vllm", part_vllm)]
 
 
 def main() -> int:

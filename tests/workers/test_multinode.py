@@ -39,79 +39,109 @@ NODE_IPS = (f"127.0.0.{LOOPBACK_BASE}", f"127.0.0.{LOOPBACK_BASE + 1}")
 GPUS_PER_NODE = 2
 TIMEOUT = 900
 
-SHAPE = [
-    "policy.parallel.tensor=2", "policy.data_parallel=2", "policy.num_threads=1",
-    "critic.data_parallel=2", "critic.num_threads=1",
-    "generation.num_engines=4", "allow_idle_gpus=True",
-]
-"""The dsr1_7b-like layout on 2 nodes × 2 GPUs."""
+SHAPES = {
+    # 4 vLLM engines, one per GPU: two share a GPU with a policy tensor-parallel rank 0 and receive the weights by IPC
+    # (shared memory here), the other two over a gloo broadcast group, one of them from the other node
+    "tp1_engines": [
+        "policy.parallel.tensor=2", "policy.data_parallel=2", "policy.num_threads=1",
+        "critic.data_parallel=2", "critic.num_threads=1",
+        "generation.num_engines=4", "allow_idle_gpus=True",
+    ],
+    # dsr1_7b's engines: 2 engines of TP 2, each one's workers in the bundles of its two GPUs (vLLM's Ray executor);
+    # the critic on 4 data-parallel ranks
+    "tp2_engines": [
+        "policy.parallel.tensor=2", "policy.data_parallel=2", "policy.num_threads=1",
+        "critic.data_parallel=4", "critic.num_threads=1",
+        "generation.num_engines=2", "generation.tensor_parallel_size=2",
+    ],
+}
+"""dsr1_7b-like layouts on 2 nodes × 2 GPUs."""
 
 SHORT = [
-    "trainer.max_steps=3", "trainer.prompts_per_step=16", "trainer.generations_per_prompt=4",
+    "trainer.max_steps=3", "trainer.prompts_per_step=64", "trainer.generations_per_prompt=4",
     "trainer.num_minibatches=2", "trainer.warm_start_steps=10", "trainer.val_period=3", "task.val_size=16",
     "trainer.checkpoint_period=3", "policy.optimizer.lr=1e-3",
 ]
+"""64 prompts × 4 a step: batches large enough that the driver's fixed per-step bytes (call arguments, bucket
+metadata) stay small beside them."""
+
+CLUSTER = ["executor.cpus_per_task=2", "executor.mem_gb=1"]
+"""The test cluster's nodes: 2 CPUs, 2000 MB (the plan would ask for a core per worker process)."""
 
 
-@pytest.fixture(scope="module")
-def multinode_run(cluster, tmp_path_factory) -> Path:
+@pytest.fixture(scope="module", params=sorted(SHAPES))
+def multinode_run(request, cluster, tmp_path_factory) -> tuple[str, Path]:
     """The shape as a 2-node SLURM job (``--gpus-per-node=2``; the test cluster's GPUs are logical)."""
     from tests.launch.conftest import run_launch
 
     run_dir = tmp_path_factory.mktemp("multinode") / "run"
     rc, out, err = run_launch(
-        "experiments/tiny_cpu.py", *SHAPE, *SHORT, "--executor", "slurm", "--yes", "--allow-dirty",
-        "--run-dir", str(run_dir), "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}",
+        "experiments/tiny_cpu.py", *SHAPES[request.param], *SHORT, *CLUSTER, "--executor", "slurm", "--yes",
+        "--allow-dirty", "--run-dir", str(run_dir), "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}",
         "executor.partition=debug", "executor.time_minutes=20", f"executor.ray_loopback_base={LOOPBACK_BASE}",
         f"executor.ray_port={free_port()}", "executor.ray_start_args=('--num-cpus=8',)",
-        "executor.ray_join_timeout_s=120", env=cluster.env, timeout=120)
+        "executor.ray_join_timeout_s=120", "trainer.start_timeout_s=600", env=cluster.env, timeout=120)
     assert rc == 0, err
     cluster.job_ids.append(json.loads((run_dir / "job.json").read_text())["job_id"])
     rc, out, _ = run_launch("status", str(run_dir), "--wait", env=cluster.env, timeout=TIMEOUT)
     if rc != 0 or "COMPLETED" not in out:
         pytest.fail(f"the 2-node job did not complete:\n{run_launch('logs', str(run_dir), env=cluster.env)[1][-5000:]}")
-    return run_dir
+    return request.param, run_dir
 
 
 def placement(run_dir: Path) -> dict:
     return json.loads((run_dir / "placement.json").read_text())
 
 
+GRIDS = {
+    "tp1_engines": ["node0  P0 C0 E0.0  P1 E1.0", "node1  P2 C1 E2.0  P3 E3.0"],
+    "tp2_engines": ["node0  P0 C0 E0.0  P1 C1 E0.1", "node1  P2 C2 E1.0  P3 C3 E1.1"],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("executor", [
     ["--executor", "slurm", "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}"],
     # a local driver joining a 2-node Ray cluster (RAY_ADDRESS) says the cluster's shape
     ["--executor", "local", "executor.nodes=2", f"executor.gpus_per_node={GPUS_PER_NODE}"],
 ])
-def test_the_dry_run_shows_the_map_the_run_uses(executor):
+def test_the_dry_run_shows_the_map_the_run_uses(executor, shape):
     """The run's command with ``--dry-run`` prints the grid the run places (checked in the tests below)."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHAPE, *SHORT,
+        [sys.executable, str(ROOT / "launch.py"), str(ROOT / "experiments" / "tiny_cpu.py"), *SHAPES[shape], *SHORT,
          *executor, "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     grid = result.stdout.split("== GPU map")[1].split("\n\n")[0]
-    assert "node0  P0 C0 E0.0  P1 E1.0" in grid
-    assert "node1  P2 C1 E2.0  P3 E3.0" in grid
+    for row in GRIDS[shape]:
+        assert row in grid
     assert "GPUs used: 4 of 4" in grid
 
 
 def assert_placed_as_planned(run_dir: Path, node_ips: tuple[str, str]) -> None:
+    """Every rank, and every engine's every tensor-parallel worker, reports from inside the node and GPU its plan
+    slot names (a slot's GPU is the one Ray gave its bundle: the same ID for every rank placed there)."""
     record = placement(run_dir)
     assert (record["nodes"], record["gpus_per_node"]) == (2, GPUS_PER_NODE)
     assert record["used"] == "GPUs used: 4 of 4"
     plan, actors = record["plan"], record["actors"]
-    # plan node -> the Ray node its placement group landed on; plan slot -> the GPU ID Ray gave that bundle.  Every
-    # engine here has TP 1, so its one slot is its rank's.
+    tensor = len(plan["generation"]) // len(actors["generation"])
+    reported = {role: actors[role] for role in ("policy", "critic")}
+    # an engine's workers, in tensor-parallel order, stand for its ranks in the plan
+    reported["generation"] = [worker for engine in actors["generation"] for worker in engine["workers"]]
     node_ip, gpu_id = {}, {}
-    for role, ranks in (("policy", 4), ("critic", 2), ("generation", 4)):
-        assert len(actors[role]) == len(plan[role]) == ranks, role
+    for role, infos in reported.items():
+        assert len(infos) == len(plan[role]), role
         for rank, (node, gpu) in enumerate(plan[role]):
-            info = actors[role][rank]
-            assert node_ip.setdefault(node, info["node_ip"]) == info["node_ip"], (role, rank)
+            info = infos[rank]
+            assert node_ip.setdefault(node, info["node_ip"]) == info["node_ip"], (role, rank, info)
             assert len(info["gpu_ids"]) == 1, (role, rank, info)
-            assert gpu_id.setdefault((node, gpu), info["gpu_ids"][0]) == info["gpu_ids"][0], (role, rank)
+            assert gpu_id.setdefault((node, gpu), str(info["gpu_ids"][0])) == str(info["gpu_ids"][0]), (role, rank)
     assert sorted(node_ip.values()) == sorted(node_ips), "the two plan nodes are the two Ray nodes"
     for node in (0, 1):
         assert gpu_id[(node, 0)] != gpu_id[(node, 1)], "two GPUs of a node are two devices"
+    for engine in actors["generation"]:
+        assert [w["rank"] for w in engine["workers"]] == list(range(tensor))
+        assert len({w["pid"] for w in engine["workers"]}) == tensor, "one process per tensor-parallel rank"
     policy = actors["policy"]
     assert policy[0]["node_ip"] == policy[1]["node_ip"] and policy[2]["node_ip"] == policy[3]["node_ip"], \
         "each policy tensor-parallel pair shares a node"
@@ -128,7 +158,7 @@ def assert_trained_with_a_driverless_refit(run_dir: Path) -> None:
     assert set(m["train/reward"]) == {"1", "2", "3"}
     assert min(m["train/refit_bytes"].values()) > 2_000_000, "the whole model (about 2.4 MB) reached the engines"
     assert max(m["train/refit_driver_bytes"].values()) < 16_384, "only metadata went through the driver"
-    # every engine generates a quarter of the samples; with stale weights on any of them, vLLM's logprobs would
+    # every engine generates its share of the samples; with stale weights on any of them, vLLM's logprobs would
     # disagree with the trainer's after the policy's lr-1e-3 updates (an engine that never loads its broadcast
     # buckets gives 2.2-2.5 here)
     assert max(m["train/token_mult_prob_error"].values()) < 1.02
@@ -137,26 +167,38 @@ def assert_trained_with_a_driverless_refit(run_dir: Path) -> None:
 
 @pytest.mark.cluster
 def test_every_rank_sits_where_the_plan_says(multinode_run):
-    assert_placed_as_planned(multinode_run, NODE_IPS)
+    assert_placed_as_planned(multinode_run[1], NODE_IPS)
 
 
 @pytest.mark.cluster
 def test_both_refit_transports_are_used(multinode_run):
-    routes = {r["engine"]: (r["transport"], r["sender"]) for r in placement(multinode_run)["routes"]}
-    # engines 0 and 2 share a GPU with policy ranks 0 and 2 (tensor-parallel rank 0 of each replica)
-    assert routes == {0: ("ipc", 0), 1: ("broadcast", 0), 2: ("ipc", 2), 3: ("broadcast", 0)}
+    shape, run_dir = multinode_run
+    routes = {r["engine"]: (r["transport"], r["sender"]) for r in placement(run_dir)["routes"]}
+    if shape == "tp1_engines":  # engines 0 and 2 share a GPU with policy ranks 0 and 2 (tensor-parallel rank 0)
+        assert routes == {0: ("ipc", 0), 1: ("broadcast", 0), 2: ("ipc", 2), 3: ("broadcast", 0)}
+    else:  # each engine's first GPU holds a policy tensor-parallel rank 0
+        assert routes == {0: ("ipc", 0), 1: ("ipc", 2)}
 
 
 @pytest.mark.cluster
 def test_three_steps_train_and_the_refit_bypasses_the_driver(multinode_run):
-    assert_trained_with_a_driverless_refit(multinode_run)
+    assert_trained_with_a_driverless_refit(multinode_run[1])
+
+
+@pytest.mark.cluster
+def test_the_drivers_traffic_does_not_grow_with_the_ranks(multinode_run):
+    """A step's bytes from the driver stay about the batch's size, with 2 and 4 data-parallel ranks a group (each
+    rank receiving the batch by value would be 2-4 times that per call)."""
+    m = load_metrics(multinode_run[1])
+    for step, sent in m["train/driver_bytes"].items():
+        assert sent <= 1.2 * m["train/batch_bytes"][step], (step, sent, m["train/batch_bytes"][step])
 
 
 @pytest.mark.cluster
 def test_engines_start_after_the_groups_give_up_their_gpus(multinode_run):
     """vLLM sizes its memory from what is free when it starts: where engines share GPUs with the Megatron ranks,
     every rank has offloaded (after the warm start) before any engine begins to build."""
-    actors = placement(multinode_run)["actors"]
+    actors = placement(multinode_run[1])["actors"]
     offloaded = [info["first_offload_at"] for role in ("policy", "critic") for info in actors[role]]
     assert None not in offloaded, "every Megatron rank offloaded before the placement was recorded"
     first_engine = min(info["started_at"] for info in actors["generation"])
