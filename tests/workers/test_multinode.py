@@ -5,18 +5,21 @@ The job runs the way a user runs it on a cluster: ``launch.py --executor slurm``
 × 2 GPUs.  The job's two Ray nodes bind distinct loopback IPs (127.0.0.60 and 127.0.0.61) and declare the 2 logical
 GPUs SLURM allocated to each (``ray start --num-gpus=2``), so placement groups, ``CUDA_VISIBLE_DEVICES`` and
 cross-node rendezvous are Ray's real ones while the workers run gloo on CPU tensors.  (One run serves both the
-2-node Ray cluster and the SLURM job: on the 2-core CI machine each such run costs minutes of start-up.)  The shape
-is the smallest that shows every part of ``dsr1_7b``'s:
+2-node Ray cluster and the SLURM job: on the 2-core CI machine each such run costs minutes of start-up.)  Two shapes,
+the smallest that show every part of ``dsr1_7b``'s, both with the policy on TP 2 × 2 replicas (each tensor-parallel
+pair inside a node, the group across both nodes):
 
-- policy TP 2 × 2 replicas: each tensor-parallel pair inside a node, the group across both nodes;
-- a critic of 2 replicas, one per node (``allow_idle_gpus``: it leaves each node's second GPU to the others, which
-  keeps the test to 10 actors on 2 cores);
-- 4 vLLM engines, one per GPU: two share a GPU with a policy tensor-parallel rank 0 and receive the weights by IPC
-  (shared memory here), the other two receive them over a gloo broadcast group, one of them from the other node.
+- ``tp1_engines``: 4 vLLM engines, one per GPU: two share a GPU with a policy tensor-parallel rank 0 and receive the
+  weights by IPC (shared memory here), the other two over a gloo broadcast group, one of them from the other node; a
+  critic of 2 replicas, one per node (``allow_idle_gpus``);
+- ``tp2_engines``: dsr1_7b's engines, 2 of TP 2, whose tensor-parallel workers are Ray actors in the bundles of their
+  engine's two GPUs with the engine's GPU share (``ppo.rollout.ray_executor``), as on GPUs; a critic of 4 replicas.
 
-The run writes ``placement.json`` with what every actor reports from inside (node IP, Ray's GPU IDs, its group's
-MASTER_ADDR); the tests compare that with the plan.  A higher policy learning rate makes the weights move enough
-that an engine left with stale weights would show in ``train/token_mult_prob_error``.
+Both check that the driver's bytes per step stay about the batch's size with groups of 2 and 4 data-parallel ranks.
+
+The run writes ``placement.json`` with what every actor (and every engine's every worker) reports from inside (node
+IP, Ray's GPU IDs, its group's MASTER_ADDR); the tests compare that with the plan.  A higher policy learning rate
+makes the weights move enough that an engine left with stale weights would show in ``train/token_mult_prob_error``.
 """
 
 from __future__ import annotations
@@ -58,12 +61,12 @@ SHAPES = {
 """dsr1_7b-like layouts on 2 nodes × 2 GPUs."""
 
 SHORT = [
-    "trainer.max_steps=3", "trainer.prompts_per_step=64", "trainer.generations_per_prompt=4",
+    "trainer.max_steps=3", "trainer.prompts_per_step=128", "trainer.generations_per_prompt=4",
     "trainer.num_minibatches=2", "trainer.warm_start_steps=10", "trainer.val_period=3", "task.val_size=16",
     "trainer.checkpoint_period=3", "policy.optimizer.lr=1e-3",
 ]
-"""64 prompts × 4 a step: batches large enough that the driver's fixed per-step bytes (call arguments, bucket
-metadata) stay small beside them."""
+"""128 prompts × 4 a step: batches large enough that the driver's fixed per-step bytes (call arguments, manifests,
+bucket metadata: about 23 KB here) stay small beside them (at 64 × 4 they were 18% of a 125 KB batch)."""
 
 CLUSTER = ["executor.cpus_per_task=2", "executor.mem_gb=1"]
 """The test cluster's nodes: 2 CPUs, 2000 MB (the plan would ask for a core per worker process)."""
