@@ -37,6 +37,9 @@ class WorkerGroup:
         remote_cls = ray.remote(max_concurrency=1)(worker_cls)
         self.role = role
         self.timeout_s = start_timeout_s
+        parallel = getattr(args[0], "parallel", None) if args else None
+        model_parallel = parallel.tensor * parallel.context if parallel is not None else 1
+        self.data_ranks = [(rank // model_parallel) % (world_size // model_parallel) for rank in range(world_size)]
         for attempt in range(RENDEZVOUS_ATTEMPTS):
             # the port is found free on rank 0's node, then bound by rank 0: another process may take it in between
             master_addr, master_port = placement.rendezvous(role, timeout_s=start_timeout_s)
@@ -61,13 +64,22 @@ class WorkerGroup:
     """Where batches go into the object store once (:mod:`ppo.workers.traffic`; the trainer sets one for all its
     groups).  None: every rank gets its arguments by value."""
 
+    data_ranks: list[int] = []
+    """Each rank's data-parallel index (Megatron's tp-cp-dp order), for the pieces of a batch it is sent."""
+
     def call_async(self, method: str, *args, **kwargs) -> list:
-        """Start ``method`` on every rank; the object references, one per rank."""
-        if self.shipper is not None:
-            args = tuple(self.shipper.ship(a) if is_batch(a) else a for a in args)
-            for _ in self.actors:
-                self.shipper.count_call(args, kwargs)
-        return [getattr(actor, method).remote(*args, **kwargs) for actor in self.actors]
+        """Start ``method`` on every rank; the object references, one per rank.  With a :attr:`shipper`, a batch
+        argument goes as a reference to the rank's share (:mod:`ppo.workers.traffic`)."""
+        refs = []
+        data = max(self.data_ranks, default=0) + 1
+        for rank, actor in enumerate(self.actors):
+            rank_args = args
+            if self.shipper is not None:
+                rank_args = tuple(self.shipper.ship(a, data, self.data_ranks[rank]) if is_batch(a) else a
+                                  for a in args)
+                self.shipper.count_call(rank_args, kwargs)
+            refs.append(getattr(actor, method).remote(*rank_args, **kwargs))
+        return refs
 
     def call(self, method: str, *args, **kwargs):
         return self.call_all(method, *args, **kwargs)[0]

@@ -54,6 +54,15 @@ class MegatronWorker:
         self.trainer = None
         self.first_offload_at: float | None = None  # when this rank first gave up its GPU (placement.json)
 
+    def receive(self, batch):
+        """The whole batch from what the driver shipped this rank (:mod:`ppo.workers.traffic`: its pieces, the rest
+        from its data-parallel peers); a batch sent by value as it came."""
+        from megatron.core import parallel_state
+
+        from ppo.workers.traffic import receive
+
+        return receive(batch, parallel_state.get_data_parallel_group())
+
     def _my_rows(self, batch: dict) -> dict:
         from megatron.core import parallel_state
 

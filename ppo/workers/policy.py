@@ -14,7 +14,6 @@ from ppo.workers.buckets import RefitGroup, ipc_handle, pack, plan_buckets
 from ppo.workers.megatron_worker import MegatronWorker
 from ppo.workers.placement import node_address
 from ppo.workers.specs import MegatronPolicy
-from ppo.workers.traffic import receive
 
 
 class PolicyWorker(MegatronWorker):
@@ -42,7 +41,7 @@ class PolicyWorker(MegatronWorker):
                               tp_size=parallel_state.get_tensor_model_parallel_world_size())
 
     def logprobs(self, batch: dict, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
-        batch = receive(batch)
+        batch = self.receive(batch)
         model = self.reference if reference else None
 
         def fn(module, mb):
@@ -56,7 +55,7 @@ class PolicyWorker(MegatronWorker):
 
         ``batch`` needs ``logp_old``, ``advantages`` (and ``logp_ref`` with a KL loss, ``rewards`` with NLL).
         """
-        batch = receive(batch)
+        batch = self.receive(batch)
         loss = self.spec.loss
         results = []
         for minibatch in self.minibatches(batch, num_minibatches, seed):
@@ -87,7 +86,7 @@ class PolicyWorker(MegatronWorker):
 
     def supervised_step(self, batch: dict, lr: float) -> dict:
         """One optimizer step of next-token NLL on ``response_mask`` tokens (the warm start that teaches the format)."""
-        batch = receive(batch)
+        batch = self.receive(batch)
         n_tokens = batch["response_mask"].sum().clamp(min=1).to(self.device)
 
         def loss_fn(module, mb):

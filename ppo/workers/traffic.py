@@ -1,11 +1,16 @@
-"""What the driver sends its workers, once: a batch's fields go into Ray's object store a single time per step.
+"""What the driver sends its workers: each data-parallel rank only its share of a batch, each field once a step.
 
 A worker call used to carry the whole batch by value to every rank, so the driver's traffic grew with the rank count
-(64 copies of every batch for dsr1_7b's critic).  :class:`Shipper` puts each field (a tensor or a list) in the object
-store once, however many ranks, calls and epochs read it, and sends each call one small manifest of references,
-itself put once; Ray moves an object to a node once, where every rank of that node reads it.  ``bytes`` counts what
-the driver put on the wire: every field once, plus each call's pickled arguments; the trainer logs it per step as
-``train/driver_bytes``.  Workers call :func:`receive` on what they are given.
+(64 copies of every batch for dsr1_7b's critic).  :class:`Shipper` cuts every row field of a batch (a ``[B, ...]``
+tensor or a list of ``B`` items) into ``pieces`` interleaved pieces (piece *p* holds rows ``p, p + pieces, ...``)
+and puts each piece in Ray's object store once a step, however many calls and epochs read it.  Data-parallel rank
+*r* of a group of ``D`` ranks is sent a manifest naming the pieces ``p ≡ r (mod D)`` (``pieces`` is a multiple of
+every group's ``D``), one manifest shared by its tensor-parallel peers; the ranks then rebuild the whole batch by
+exchanging their pieces among themselves (:func:`receive`: an all-gather over the data-parallel group, worker to
+worker), so every number they compute is the one the whole batch gives (the minibatch shuffles see every row).
+
+``bytes`` counts what the driver put on the wire: every piece once, every manifest once, and each call's pickled
+arguments; the trainer logs it per step as ``train/driver_bytes``.
 """
 
 from __future__ import annotations
@@ -16,13 +21,19 @@ from typing import Any
 import ray
 import torch
 
+SHARD = "_shard"  # a manifest's key: {"pieces": [...], "of": pieces, "rows": B, "data": D}
+
 
 class Shipper:
-    """The driver's side: a batch in, a reference to its manifest out; each field put once until :meth:`new_step`."""
+    """The driver's side: a batch in, a reference to one rank's manifest out; every piece put once until
+    :meth:`new_step`."""
 
-    def __init__(self) -> None:
+    def __init__(self, pieces: int = 1) -> None:
+        if pieces < 1:
+            raise ValueError(f"pieces must be >= 1, got {pieces}")
+        self.pieces = pieces
         self.bytes = 0
-        self._fields: dict[int, tuple[Any, ray.ObjectRef]] = {}  # id(value) -> (value, its reference)
+        self._fields: dict[int, tuple[Any, list]] = {}  # id(value) -> (value, a reference per piece)
         self._manifests: dict[tuple, ray.ObjectRef] = {}
 
     def new_step(self) -> None:
@@ -31,18 +42,26 @@ class Shipper:
         self._manifests.clear()
         self.bytes = 0
 
-    def _field(self, value: Any) -> ray.ObjectRef:
+    def _pieces(self, value: Any) -> list:
         key = id(value)
-        if key not in self._fields:  # the value is kept with its reference, so its id cannot be reused meanwhile
-            self._fields[key] = (value, ray.put(value))
-            self.bytes += nbytes(value)
+        if key not in self._fields:  # the value is kept with its references, so its id cannot be reused meanwhile
+            parts = [value[p :: self.pieces] for p in range(self.pieces)]
+            self._fields[key] = (value, [ray.put(part) for part in parts])
+            self.bytes += sum(nbytes(part) for part in parts)
         return self._fields[key][1]
 
-    def ship(self, batch: dict) -> ray.ObjectRef:
-        """A reference to ``{name: field reference or scalar}``; a worker turns it back with :func:`receive`."""
-        manifest = {k: self._field(v) if torch.is_tensor(v) or isinstance(v, list) else v for k, v in batch.items()}
-        key = tuple(sorted((k, id(v)) for k, v in batch.items()))
+    def ship(self, batch: dict, data: int = 1, rank: int = 0) -> ray.ObjectRef:
+        """A reference to data-parallel rank ``rank``'s manifest (of ``data`` ranks); :func:`receive` reads it."""
+        if self.pieces % data:
+            raise ValueError(f"a group of {data} data-parallel ranks cannot share {self.pieces} pieces")
+        key = (tuple(sorted((k, id(v)) for k, v in batch.items())), data, rank)
         if key not in self._manifests:
+            rows = len(batch["input_ids"])
+            mine = list(range(rank, self.pieces, data))
+            manifest = {SHARD: {"pieces": mine, "of": self.pieces, "rows": rows, "data": data}}
+            for name, value in batch.items():
+                whole = self._pieces(value) if is_row_field(value, rows) else None
+                manifest[name] = value if whole is None else [whole[p] for p in mine]
             self._manifests[key] = ray.put(manifest)
             self.bytes += len(pickle.dumps(manifest))
         return self._manifests[key]
@@ -50,6 +69,11 @@ class Shipper:
     def count_call(self, args: tuple, kwargs: dict) -> None:
         """Add one call's own arguments (references and small values), as pickled for one actor."""
         self.bytes += len(pickle.dumps((args, kwargs)))
+
+
+def is_row_field(value: Any, rows: int) -> bool:
+    return (torch.is_tensor(value) and value.dim() > 0 and value.shape[0] == rows) or (
+        isinstance(value, list) and len(value) == rows)
 
 
 def nbytes(value: Any) -> int:
@@ -62,12 +86,32 @@ def is_batch(value: Any) -> bool:
     return isinstance(value, dict) and "input_ids" in value
 
 
-def receive(batch: Any) -> Any:
-    """A worker's side: a shipped manifest (Ray has already resolved the reference to it) with its fields fetched;
-    anything else as it came."""
-    if not isinstance(batch, dict):
+def receive(batch: Any, data_group=None) -> Any:
+    """A worker's side: the whole batch from a manifest (Ray has resolved the reference to it): this rank's pieces
+    fetched from the object store, the others' gathered from the data-parallel peers (``data_group``); anything that
+    is not a manifest as it came."""
+    if not isinstance(batch, dict) or SHARD not in batch:
         return batch
-    refs = {k: v for k, v in batch.items() if isinstance(v, ray.ObjectRef)}
-    if not refs:
-        return batch
-    return batch | dict(zip(refs, ray.get(list(refs.values()))))
+    shard = batch[SHARD]
+    names = [k for k, v in batch.items() if k != SHARD and isinstance(v, list) and v
+             and isinstance(v[0], ray.ObjectRef)]
+    fetched = ray.get([ref for name in names for ref in batch[name]])
+    count = len(shard["pieces"])
+    mine = {"pieces": shard["pieces"]} | {name: fetched[i * count : (i + 1) * count] for i, name in enumerate(names)}
+    everyone = [mine]
+    if shard["data"] > 1:
+        everyone = [None] * shard["data"]
+        torch.distributed.all_gather_object(everyone, mine, group=data_group)
+    whole = {k: v for k, v in batch.items() if k != SHARD and k not in names}
+    stride, rows = shard["of"], shard["rows"]
+    for name in names:
+        first = mine[name][0]
+        if torch.is_tensor(first):
+            out = torch.empty((rows, *first.shape[1:]), dtype=first.dtype)
+        else:
+            out = [None] * rows
+        for part in everyone:
+            for p, piece in zip(part["pieces"], part[name]):
+                out[p::stride] = piece
+        whole[name] = out
+    return whole

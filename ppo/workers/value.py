@@ -13,7 +13,6 @@ from ppo.models.training import ModelTrainer
 from ppo.models.value import build_value_model, token_values
 from ppo.workers.megatron_worker import MegatronWorker, torch_threads
 from ppo.workers.specs import MegatronCritic
-from ppo.workers.traffic import receive
 
 
 class ValueWorker(MegatronWorker):
@@ -43,13 +42,13 @@ class ValueWorker(MegatronWorker):
         return self.hf_state(self.arch, value_head=True)
 
     def values(self, batch: dict) -> torch.Tensor:
-        batch = receive(batch)
+        batch = self.receive(batch)
         return self.forward_rows(batch, lambda module, mb: token_values(module, mb["input_ids"], mb["segment_ids"]))
 
     def train(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list[dict]:
         """One critic epoch: an optimizer step per shuffled minibatch on ``returns`` with ``values`` as V_old (with
         ``num_threads`` torch threads, if given, for its duration)."""
-        batch = receive(batch)
+        batch = self.receive(batch)
         results = []
         with torch_threads(num_threads):
             for minibatch in self.minibatches(batch, num_minibatches, seed):

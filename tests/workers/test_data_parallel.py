@@ -1,4 +1,5 @@
-"""Data parallelism inside a worker group: two gloo replicas, each on half the rows, train exactly like one process.
+"""Data parallelism inside a worker group: two gloo replicas, each on half the rows, train exactly like one process
+(each sent only its half of the batch, as the trainer sends it).
 
 The losses are normalised by counts over the whole minibatch and Megatron's DDP sums the replicas' gradients
 (``calculate_per_token_loss``), so the gradient (its norm is logged) and the update must equal the single-process
@@ -50,6 +51,7 @@ def test_two_data_parallel_replicas_train_like_one_process(ray_local, tmp_path):
     from ppo.workers.group import WorkerGroup
     from ppo.workers.policy import PolicyWorker
     from ppo.workers.specs import MegatronPolicy
+    from ppo.workers.traffic import Shipper
 
     tokenizer = build_arithmetic_tokenizer()
     model_dir = create_tiny_model(tmp_path / "model", tokenizer, seed=3)
@@ -59,6 +61,8 @@ def test_two_data_parallel_replicas_train_like_one_process(ray_local, tmp_path):
         spec = MegatronPolicy(data_parallel=replicas, num_threads=1,
                               optimizer=OptimizerSettings(lr=1e-3, clip_grad=1.0))
         group = WorkerGroup(PolicyWorker, spec, str(model_dir), world_size=spec.world_size, seed=0)
+        # as the trainer sends batches: each replica gets only its half, the replicas rebuild the whole batch
+        group.shipper = Shipper(pieces=replicas)
         batch["logp_old"] = group.call("logprobs", batch)
         batch["logp_gen"] = batch["logp_old"].clone()
         steps = group.call("train", batch, num_minibatches=2, seed=7)
