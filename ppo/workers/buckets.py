@@ -30,19 +30,39 @@ class TensorEntry:
     nbytes: int
 
 
-def plan_buckets(state: dict[str, torch.Tensor], bucket_bytes: int) -> list[list[TensorEntry]]:
-    """Split ``state`` (in its order) into buckets of at most ``bucket_bytes`` (a bigger tensor gets its own)."""
-    buckets: list[list[TensorEntry]] = [[]]
-    used = 0
-    for name, tensor in state.items():
-        nbytes = tensor.numel() * tensor.element_size()
-        if buckets[-1] and used + nbytes > bucket_bytes:
-            buckets.append([])
+def layer_chunks(keys: list[str]) -> list[list[str]]:
+    """Megatron state-dict keys in groups that convert to HF names on their own
+    (:func:`ppo.models.convert.megatron_to_hf`): the embedding, each decoder layer, then the final norm with the
+    output layer."""
+    embedding, layers, head = [], {}, []
+    for key in keys:
+        if key.startswith("decoder.layers."):
+            layers.setdefault(int(key.split(".")[2]), []).append(key)
+        elif key.startswith("embedding."):
+            embedding.append(key)
+        else:
+            head.append(key)
+    return [chunk for chunk in (embedding, *(layers[i] for i in sorted(layers)), head) if chunk]
+
+
+def plan_chunk_buckets(chunks: list[dict[str, torch.Tensor]], bucket_bytes: int) -> list[tuple[list[int], list]]:
+    """Buckets of whole chunks (each chunk's HF-named tensors, any device, ``meta`` included), in order, of at most
+    ``bucket_bytes`` (a bigger chunk gets its own): ``(chunk indices, the bucket's TensorEntry list)`` each."""
+    buckets: list[tuple[list[int], list]] = []
+    used = bucket_bytes + 1
+    for index, chunk in enumerate(chunks):
+        size = sum(t.numel() * t.element_size() for t in chunk.values())
+        if used + size > bucket_bytes and (not buckets or buckets[-1][0]):
+            buckets.append(([], []))
             used = 0
-        buckets[-1].append(TensorEntry(name, str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape), used,
+        indices, entries = buckets[-1]
+        indices.append(index)
+        for name, tensor in chunk.items():
+            nbytes = tensor.numel() * tensor.element_size()
+            entries.append(TensorEntry(name, str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape), used,
                                        nbytes))
-        used += nbytes
-    return [b for b in buckets if b]
+            used += nbytes
+    return buckets
 
 
 def bucket_size(bucket: list[TensorEntry]) -> int:

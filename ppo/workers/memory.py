@@ -336,43 +336,52 @@ def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine
         training = worst([add(base | resident, {f"{g.name} activations (training)": activation_bytes(
             arch, g, training=True)}) for g in groups_here]) or dict(base)
         generation = add(base, {f"engine {k}": v * engines for k, v in engine_parts.items()})
-        walk = _refit_walk(base, resident, engine_parts, engines, engine,
-                           sends=any(r in senders for r in roles.get("policy", ())), receives=slot in broadcast_slots,
-                           gather=_gather_bytes(arch, by_name, roles))
+        walk = _refit_walk(base, resident, engine_parts, engines,
+                           buffers=_refit_buffers(arch, by_name, engine, roles, senders, slot in broadcast_slots))
         refit = worst(walk[:-1])  # its last step hands the GPU to generation, that phase's column
         count = sum(len(ranks) for ranks in roles.values())
         processes[slot.node] = processes.get(slot.node, 0) + count
         host[slot.node] = host.get(slot.node, 0) + count * HOST_PROCESS_BYTES + _host_state(
-            arch, resident, engine_parts["weights"] * engines, by_name, len(roles.get("policy", ())))
+            resident, engine_parts["weights"] * engines)
         gpus.append(GPUMemory(f"node{slot.node}/gpu{slot.gpu}", {
             "generation": generation, "logprobs/values": forward, "training": training, "refit": refit}))
     return MemoryPlan(gpu_bytes, gpus, source, kv_tokens=kv_tokens, host_bytes=max(host.values(), default=0),
                       processes_per_node=max(processes.values(), default=0))
 
 
-def _host_state(arch: Architecture, resident: dict[str, int], engine_weights: int, by_name: dict,
-                policy_ranks: int) -> int:
+def _host_state(resident: dict[str, int], engine_weights: int) -> int:
     """Host bytes a GPU's ranks keep while offloaded or asleep: Megatron weights, optimizer state and reference
-    (gradients are freed, not moved), the engines' weights (vLLM's level-1 sleep), and on each policy rank the refit's
-    whole model gathered over TP on the host (``MegatronWorker.hf_state``) and its HF-named copy."""
-    offloaded = sum(v for k, v in resident.items() if not k.endswith(" gradients"))
+    (gradients are freed, not moved) and the engines' weights (vLLM's level-1 sleep)."""
+    return sum(v for k, v in resident.items() if not k.endswith(" gradients")) + engine_weights
+
+
+def refit_bucket_bytes(arch: Architecture, policy: GroupMemory, engine: EngineMemory) -> int:
+    """The largest refit bucket: ``refit_bucket_bytes``, or the largest chunk that is never split (the embedding,
+    one layer, the output layer; ``ppo.workers.buckets.layer_chunks``) when that is bigger."""
+    h, d = arch.hidden_size, arch.head_dim
+    layer = (h * (arch.num_attention_heads + 2 * arch.num_key_value_heads) * d + arch.num_attention_heads * d * h
+             + 3 * h * arch.ffn_hidden_size)
+    return max(engine.refit_bucket_bytes, max(arch.vocab_size * h, layer) * DTYPE_BYTES[policy.dtype])
+
+
+def _refit_buffers(arch: Architecture, by_name: dict, engine: EngineMemory, roles: dict, senders: set,
+                   receives: bool) -> dict[str, int]:
+    """The refit's transient bytes on a GPU, one bucket at a time (``PolicyWorker.stage_refit_bucket``): every
+    policy rank's gathered shards of the bucket (its size), on a sending rank also their HF-named copy and the packed
+    buffer, and on an engine that receives by broadcast its receiving buffer."""
     policy = by_name.get("policy")
-    gathered = 0 if policy is None else 2 * shard_parameters(arch, 1) * DTYPE_BYTES[policy.dtype] * policy_ranks
-    return offloaded + engine_weights + gathered
+    ranks = roles.get("policy", ())
+    if policy is None:
+        return {}
+    bucket = refit_bucket_bytes(arch, policy, engine)
+    gathered = bucket * len(ranks) if policy.tensor > 1 else 0
+    sending = sum(1 for r in ranks if r in senders)
+    return {"refit gathered shards": gathered, "refit HF copies and buffers": 2 * bucket * sending,
+            "refit receiving buffer": bucket if receives else 0}
 
 
-def _gather_bytes(arch: Architecture, by_name: dict, roles: dict) -> int:
-    """The refit's all-gather on a policy rank: every tensor-parallel rank receives all shards of the whole model
-    (``MegatronWorker.hf_state``) plus its own, pickled, on its device (NCCL gathers device tensors)."""
-    policy = by_name.get("policy")
-    if policy is None or not roles.get("policy") or policy.tensor == 1:
-        return 0
-    shard = shard_parameters(arch, policy.tensor) * DTYPE_BYTES[policy.dtype]
-    return shard * (policy.tensor + 1)
-
-
-def _refit_walk(base: dict, resident: dict, engine_parts: dict, engines: int, engine: EngineMemory, *,
-                sends: bool, receives: bool, gather: int) -> list[dict[str, int]]:
+def _refit_walk(base: dict, resident: dict, engine_parts: dict, engines: int, *,
+                buffers: dict[str, int]) -> list[dict[str, int]]:
     """The parts on a GPU after each of :data:`REFIT_STEPS`, starting from the training residency."""
     held = dict(resident)
     states = []
@@ -385,8 +394,7 @@ def _refit_walk(base: dict, resident: dict, engine_parts: dict, engines: int, en
         elif (target, action) == ("engines", "wake_weights"):
             held["engine weights"] = engine_parts["weights"] * engines
         elif (target, action) == ("refit", "stream"):
-            bucket = engine.refit_bucket_bytes
-            transient = {"refit gather": gather, "refit buckets": bucket * (int(sends) + int(receives))}
+            transient = buffers
         elif (target, action) == ("policy", "offload"):
             held.pop("policy weights", None)
         elif (target, action) == ("engines", "wake_kv_cache"):

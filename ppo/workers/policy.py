@@ -10,7 +10,7 @@ from ppo.models.builder import build_gpt_model
 from ppo.models.forward import token_logprobs
 from ppo.models.training import ModelTrainer
 from ppo.rollout.batch import to_device
-from ppo.workers.buckets import RefitGroup, ipc_handle, pack, plan_buckets
+from ppo.workers.buckets import RefitGroup, ipc_handle, layer_chunks, pack, plan_chunk_buckets
 from ppo.workers.megatron_worker import MegatronWorker
 from ppo.workers.placement import node_address
 from ppo.workers.specs import MegatronPolicy
@@ -121,17 +121,57 @@ class PolicyWorker(MegatronWorker):
 
     # ---------------------------------------------------------------- refit: weights straight to the engines
     def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list | None:
-        """Gather the weights over TP (every rank joins); ``senders`` keep them in HF names, split into buckets.
-        Returns the buckets' metadata (:class:`ppo.workers.buckets.TensorEntry` lists) on senders, else None."""
-        self._refit_state = self.hf_state(self.arch, assemble=self.rank in senders)
-        self._refit_buckets = plan_buckets(self._refit_state, bucket_bytes) if self._refit_state else None
+        """Plan the refit's buckets without moving a weight: whole chunks (the embedding, a layer, the head) of at
+        most ``bucket_bytes`` in HF names, their names and shapes found by converting ``meta`` tensors.  Returns the
+        buckets' metadata (:class:`ppo.workers.buckets.TensorEntry` lists) on ``senders``, else None; every rank
+        then stages each bucket in turn (:meth:`stage_refit_bucket`)."""
+        from megatron.core import parallel_state
+
+        from ppo.models.convert import megatron_to_hf
+
+        state = self._refit_weights()
+        tp = parallel_state.get_tensor_model_parallel_world_size()
+        chunks = layer_chunks(list(state))
+        meta = [megatron_to_hf([{k: torch.empty_like(state[k], device="meta") for k in chunk}] * tp, self.arch)
+                for chunk in chunks]
+        plan = plan_chunk_buckets(meta, bucket_bytes)
+        self._refit_plan = [([k for i in indices for k in chunks[i]], entries) for indices, entries in plan]
+        self._refit_senders = set(senders)
         self._refit_buffer = (None, None)
-        return self._refit_buckets
+        return [entries for _, entries in self._refit_plan] if self.rank in senders else None
+
+    def _refit_weights(self) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in self.trainer.module.state_dict().items() if not k.endswith("_extra_state")}
+
+    def stage_refit_bucket(self, index: int) -> None:
+        """Every rank: gather bucket ``index``'s chunks over TP (on the device, a bucket at a time, so no more than
+        one bucket of gathered weights exists); senders convert them to HF names and pack the bucket's buffer,
+        which replaces the previous bucket's."""
+        from megatron.core import parallel_state
+
+        from ppo.models.convert import megatron_to_hf
+
+        self._refit_buffer = (None, None)
+        keys, entries = self._refit_plan[index]
+        state = self._refit_weights()
+        local = {k: state[k].detach().contiguous() for k in keys}
+        tp = parallel_state.get_tensor_model_parallel_world_size()
+        shards = [local]
+        if tp > 1:
+            group = parallel_state.get_tensor_model_parallel_group()
+            shards = [{} for _ in range(tp)]
+            for key, tensor in local.items():
+                parts = [torch.empty_like(tensor) for _ in range(tp)]
+                torch.distributed.all_gather(parts, tensor, group=group)
+                for rank, part in enumerate(parts):
+                    shards[rank][key] = part
+        if self.rank in self._refit_senders:
+            hf = megatron_to_hf(shards, self.arch)
+            self._refit_buffer = (index, pack(hf, entries, self.device))
 
     def _bucket_buffer(self, index: int) -> torch.Tensor:
-        if self._refit_buffer[0] != index:  # the driver finished the previous bucket before asking for this one
-            self._refit_buffer = (None, None)
-            self._refit_buffer = (index, pack(self._refit_state, self._refit_buckets[index], self.device))
+        if self._refit_buffer[0] != index:
+            raise RuntimeError(f"refit bucket {index} was not staged (staged: {self._refit_buffer[0]})")
         return self._refit_buffer[1]
 
     def refit_handle(self, index: int) -> bytes:
@@ -149,6 +189,6 @@ class PolicyWorker(MegatronWorker):
         self.refit_group.broadcast(self._bucket_buffer(index))
 
     def finish_refit(self) -> None:
-        self._refit_state = self._refit_buckets = None
+        self._refit_plan = None
         self._refit_buffer = (None, None)
 

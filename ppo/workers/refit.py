@@ -57,7 +57,7 @@ class Refitter:
         buckets = self.policy.prepare_refit(self.senders, self.bucket_bytes)
         driver_bytes = len(pickle.dumps(buckets))
         for i, bucket in enumerate(buckets):
-            work = []
+            work = self.policy.call_async("stage_refit_bucket", i)  # every rank: the TP gather of this bucket only
             for route in self.routes:
                 if route.transport == "ipc":
                     handle = self.policy.actors[route.sender].refit_handle.remote(i)

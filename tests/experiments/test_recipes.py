@@ -120,7 +120,7 @@ def test_a_job_on_shared_nodes_asks_for_the_cores_and_memory_its_plan_needs(monk
     (27 cores: 24 ranks, a math worker, the driver and Ray); with it, for all of each node's memory (--mem=0)."""
     monkeypatch.chdir(REPO)
     prepared = prepare(Request("experiments/dsr1_7b.py", ["executor.additional_parameters=None"], dry_run=True))
-    assert (prepared.executor.cpus_per_task, prepared.executor.mem_gb) == (27, 510)
+    assert (prepared.executor.cpus_per_task, prepared.executor.mem_gb) == (27, 283)
     script = normalise(render_sbatch(prepared.executor, prepared.name, run_dir(prepared.name)))
     assert_matches_golden(GOLDEN / "dsr1_7b_shared_nodes.sbatch", script)
     pinned = prepare(Request("experiments/dsr1_7b.py", ["executor.additional_parameters=None",
