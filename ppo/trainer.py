@@ -581,8 +581,11 @@ class PPOTrainer:
         measured = {}
         if self.cfg.old_logprobs == "engine":
             batch["logp_old"] = batch["logp_gen"].clone()
-            probe = select(batch, range(0, batch["input_ids"].shape[0], MISMATCH_PROBE_EVERY))
-            recomputed = self.policy.logprobs(probe, temperature=temperature)
+            # the probe's rows of what the two logprobs need (the workers are sent its tokens only)
+            probe = select({k: batch[k] for k in ("input_ids", "segment_ids", "logp_gen", "response_mask")},
+                           range(0, batch["input_ids"].shape[0], MISMATCH_PROBE_EVERY))
+            tokens = {k: probe[k] for k in ("input_ids", "segment_ids")}
+            recomputed = self.policy.logprobs(tokens, temperature=temperature)
             measured["train/token_mult_prob_error"] = masked_mean(torch.exp((probe["logp_gen"] - recomputed).abs()),
                                                                   probe["response_mask"]).item()
         else:
