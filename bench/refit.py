@@ -33,7 +33,7 @@ def main() -> None:
 
     import ray
 
-    from ppo.data.gsm8k import SHARED_GSM8K_DIR
+    from ppo.data.gsm8k import BUNDLED_GSM8K_DIR
     from ppo.data.tokenizer import build_gsm8k_tokenizer
     from ppo.models.tiny import create_tiny_model
     from ppo.rollout.engine import VLLMGeneration
@@ -49,7 +49,7 @@ def main() -> None:
              configure_logging=False)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        tokenizer = build_gsm8k_tokenizer(f"{SHARED_GSM8K_DIR}/train.jsonl")
+        tokenizer = build_gsm8k_tokenizer(f"{BUNDLED_GSM8K_DIR}/train.jsonl")
         path = create_tiny_model(f"{tmp}/model", tokenizer, hidden_size=args.hidden, num_layers=args.layers,
                                  num_attention_heads=args.hidden // 64, num_key_value_heads=args.hidden // 128,
                                  intermediate_size=args.hidden * 3, tie_word_embeddings=False)

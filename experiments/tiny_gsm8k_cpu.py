@@ -6,20 +6,20 @@
 Exercises what the arithmetic default does not: long natural-language prompts ("Question: ...\\nAnswer:"), a
 learned BPE vocabulary, GSM8K's ``#### answer`` ground truths and the math verifier on free text.  A model this
 small cannot solve GSM8K, so learning is not the point; the critic's loss must stay finite and fall.  The data is
-the shared GSM8K copy next to the checkout (``<checkout>/../shared/data/gsm8k``, ``ppo.data.SHARED_GSM8K_DIR``),
-found from where ``ppo`` is installed, so the working directory does not matter; where it is missing, a dry run or a
-launch stops with one line naming the missing file.  Point ``task.train_path``/``task.test_path`` elsewhere if yours
-lives elsewhere.
+the GSM8K sample shipped in the package (``ppo/data/gsm8k_sample``, ``ppo.data.BUNDLED_GSM8K_DIR``: the first 2,000
+training and 200 test problems, MIT licence), found from where ``ppo`` is installed, so a fresh clone runs it from any
+working directory; a path that is missing stops a dry run or a launch with one line naming the file.  Point
+``task.train_path``/``task.test_path`` at the full files for more.
 """
 
 import fiddle as fdl
 
 from experiments import tiny_cpu
-from ppo.data.gsm8k import SHARED_GSM8K_DIR
+from ppo.data.gsm8k import BUNDLED_GSM8K_DIR
 from ppo.rollout.engine import SamplingConfig
 from ppo.tasks import GSM8KTaskSpec
 
-GSM8K = SHARED_GSM8K_DIR
+GSM8K = BUNDLED_GSM8K_DIR
 
 NIGHTLY = {
     "step": 20,

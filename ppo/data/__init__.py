@@ -19,7 +19,7 @@ from __future__ import annotations
 from ppo.data.aime import load_aime2024
 from ppo.data.arithmetic import ArithmeticTask
 from ppo.data.dapo import load_dapo_math
-from ppo.data.gsm8k import SHARED_GSM8K_DIR, load_gsm8k
+from ppo.data.gsm8k import BUNDLED_GSM8K_DIR, SHARED_GSM8K_DIR, load_gsm8k
 from ppo.data.loader import PromptLoader, batched
 from ppo.data.prompts import (
     DAPO_MATH_TEMPLATE,
@@ -41,6 +41,7 @@ __all__ = [
     "PromptLoader",
     "PromptTemplate",
     "Record",
+    "BUNDLED_GSM8K_DIR",
     "SHARED_GSM8K_DIR",
     "batched",
     "filter_by_prompt_length",

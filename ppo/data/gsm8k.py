@@ -11,7 +11,10 @@ from pathlib import Path
 from ppo.data.records import DatasetError, Record, read_rows, require
 
 SHARED_GSM8K_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "gsm8k"
-"""The copy beside the checkout (``../shared/data/gsm8k``): for tests and CPU recipes; real runs pass a path."""
+"""The full copy beside the checkout (``../shared/data/gsm8k``), on the project's own machines: for tests only."""
+BUNDLED_GSM8K_DIR = Path(__file__).resolve().parent / "gsm8k_sample"
+"""The sample shipped with the package (the first 2,000 training and 200 test problems, MIT licence): what the CPU
+recipe reads, so that a fresh clone runs it; real runs pass the full files' paths."""
 
 
 def parse_final_answer(answer: str) -> str:
