@@ -301,8 +301,14 @@ class Experiment:
         return self.trainer.critic_beside_generation and self.advantage.needs_critic and plan.cpu_only
 
     def _validate_architecture(self) -> None:
-        """Heads, KV groups, FFN width and vocabulary divisible by each group's TP, layers by PP, when the model's
-        shape is known here (a readable ``config.json``, or a model the run generates)."""
+        """A model the workers can convert, with heads, KV groups, FFN width and vocabulary divisible by each group's
+        TP and layers by PP, when the model's shape is known here (a readable ``config.json``, the recipe's
+        ``model.config``, or a model the run generates)."""
+        if hasattr(self.model, "architecture"):
+            try:
+                self.model.architecture(self.task)
+            except UnsupportedModelError as err:
+                raise ExperimentError(f"model: {err}") from None
         shape = self.model.shape(self.task) if hasattr(self.model, "shape") else None
         if shape is None:
             return

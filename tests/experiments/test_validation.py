@@ -348,3 +348,18 @@ def test_a_model_the_workers_cannot_convert_is_refused_before_launch(tmp_path):
     config.write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | {"model_type": "qwen3"}))
     with pytest.raises(ConfigError, match=r"^model: model_type 'qwen3' is not supported"):
         prep("dsr1_7b", *inputs)
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"model_type": "qwen3"}, "model: model_type 'qwen3' is not supported; supported: qwen2, llama"),
+    ({"model_type": "llama", "rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+     "model: RoPE scaling 'llama3' is not supported"),
+])
+def test_an_unsupported_architecture_is_refused_without_gpus_too(tmp_path, config, message):
+    """A local CPU run (no GPU plan, so no memory plan) still reads config.json and refuses what cannot convert."""
+    inputs = local_inputs(tmp_path)
+    (tmp_path / "model" / "config.json").write_text(
+        json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | config))
+    assert refusal("dsr1_7b", *inputs, "executor.gpus_per_node=0", "policy.parallel.tensor=1",
+                   "policy.parallel.sequence_parallel=False", "policy.data_parallel=1", "critic.parallel.tensor=1",
+                   "critic.data_parallel=1", "generation.tensor_parallel_size=1", "generation.num_engines=1") == message
