@@ -101,7 +101,8 @@ class PPOTrainer:
         # trainer.critic_beside_generation: the next step's batch, collected while the critic trained (and the
         # loader's state before it, which a checkpoint keeps so that a resumed run collects that batch again)
         self.beside_generation = False  # the plan decides (Experiment.critic_trains_beside_generation)
-        self.prefetched: tuple[dict, dict, dict] | None = None
+        # the next step's batch collected beside the critic: (batch, env metrics, timings, driver bytes it cost)
+        self.prefetched: tuple[dict, dict, dict, int] | None = None
         self.loader_state_before_prefetch: dict | None = None
 
     # ------------------------------------------------------------------ setup
@@ -408,8 +409,9 @@ class PPOTrainer:
         metrics: dict[str, float] = {}
         self.shipper.new_step()
         if self.prefetched is not None:
-            batch, env_metrics, timings = self.prefetched
+            batch, env_metrics, timings, sent = self.prefetched
             self.timings.update(timings)
+            self.shipper.bytes += sent  # its prompts count in the step that trains on it, as in order
             self.prefetched = self.loader_state_before_prefetch = None
         else:
             with self.timed("generation"):
@@ -545,11 +547,13 @@ class PPOTrainer:
         if self.step + 1 < self.cfg.max_steps:
             self.loader_state_before_prefetch = self.loader.state_dict()
             outer, self.timings = self.timings, {}
+            sent = self.shipper.bytes
             try:
                 with self.timed("generation"):
                     self.enter_phase("generate")
                     next_batch, env_metrics = self.collect(self.step + 1)
-                self.prefetched = (next_batch, env_metrics, self.timings)
+                self.prefetched = (next_batch, env_metrics, self.timings, self.shipper.bytes - sent)
+                self.shipper.bytes = sent
             finally:
                 self.timings = outer
             self.current_phase = "critic_beside_generation"

@@ -173,9 +173,7 @@ def test_the_generated_model_shape_is_checked_against_tensor_parallelism(recipe,
 def test_a_readable_config_json_is_checked_against_tensor_parallelism(tmp_path):
     import json
 
-    (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 28, "num_key_value_heads": 4,
-                                                      "intermediate_size": 18944, "vocab_size": 152064,
-                                                      "num_hidden_layers": 28}))
+    (tmp_path / "config.json").write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"]))
     refused = refusal("dsr1_7b", f"model.path='{tmp_path}'", "policy.parallel.tensor=8", "policy.data_parallel=8")
     assert "policy.parallel.tensor=8 does not divide the model's num_attention_heads=28" in refused
     refused = refusal("dsr1_7b", f"model.path='{tmp_path}'", "critic.num_layers=29")

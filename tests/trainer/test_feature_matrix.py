@@ -40,12 +40,14 @@ MAX_NEW_TOKENS = 5  # tiny_cpu's generation budget
 
 
 class Recorder:
-    """What one run's trainer saw: every rollout, every collected batch, every estimator call."""
+    """What one run's trainer saw: every rollout, every collected batch, every estimator call, and the calls that
+    move memory around a refit (offloads, engine wake-ups, the stream) in order."""
 
     def __init__(self):
         self.rollouts: list[dict] = []
         self.batches: list[dict] = []
         self.estimates: list[dict] = []
+        self.memory_calls: list[str] = []
 
 
 def record(monkeypatch) -> Recorder:
@@ -72,6 +74,27 @@ def record(monkeypatch) -> Recorder:
                                "advantages": advantages, "returns": returns})
         return advantages, returns
 
+    from ppo.workers.generation import EnginePool
+    from ppo.workers.group import MegatronGroup
+    from ppo.workers.refit import Refitter
+
+    offload, wake_up, stream = MegatronGroup.offload, EnginePool.wake_up, Refitter.__call__
+
+    def recording_offload(self, keep_weights=False):
+        seen.memory_calls.append(f"{self.role}.offload(keep_weights={keep_weights})")
+        return offload(self, keep_weights)
+
+    def recording_wake_up(self, tags=None):
+        seen.memory_calls.append(f"engines.wake_up({tags})")
+        return wake_up(self, tags)
+
+    def recording_stream(self):
+        seen.memory_calls.append("refit.stream")
+        return stream(self)
+
+    monkeypatch.setattr(MegatronGroup, "offload", recording_offload)
+    monkeypatch.setattr(EnginePool, "wake_up", recording_wake_up)
+    monkeypatch.setattr(Refitter, "__call__", recording_stream)
     monkeypatch.setattr(PPOTrainer, "rollout", recording_rollout)
     monkeypatch.setattr(PPOTrainer, "collect", recording_collect)
     monkeypatch.setattr(ppo.trainer, "estimate_advantages", recording_estimate)
@@ -88,7 +111,11 @@ VAPO_KL_COEF = 0.01
 VAPO_OPTIONS = ("advantage.lam_value=1.0", f"advantage.length_adaptive_alpha={VAPO_ALPHA}",
                 "advantage.whiten_advantages=False", "policy.loss.nll_coef=0.1", "policy.loss.is_correction='icepop'",
                 "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0", "policy.loss.kl_on_policy_approx=True",
-                "trainer.old_logprobs='policy'")
+                "trainer.old_logprobs='policy'",
+                # the critic trains with as many threads beside generation as in order: on some CPUs (AMD EPYC,
+                # 2026-12-06) 1 and 2 threads sum its gradients in another order, and the runs these tests compare
+                # across schedules would differ in the last bits for that reason alone
+                "critic.num_threads_beside_generation=2")
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +222,32 @@ def test_vapo_lambdas_positive_nll_unwhitened_advantages_and_icepop(vapo_run):
     assert min(steps(m["train/is_oob_ratio"])) > 0.5
 
 
+REFIT_CALLS = [
+    "critic.offload(keep_weights=False)",
+    "policy.offload(keep_weights=True)",
+    "engines.wake_up(('weights',))",
+    "refit.stream",
+    "policy.offload(keep_weights=False)",
+    "engines.wake_up(('kv_cache',))",
+]
+
+
+def test_every_refit_walks_the_memory_plans_steps(vapo_run):
+    """The refit walks ``ppo.workers.memory.REFIT_STEPS``, the steps the memory plan sums: the critic and the policy's
+    training state leave the GPUs, the engines wake their weights only, the policy streams them, the policy's weights
+    leave, and only then do the KV caches wake (on CPU the moves are no-ops; the driver's calls are the GPUs')."""
+    from ppo.workers.memory import REFIT_STEPS
+
+    _, m, recorder = vapo_run
+    calls = recorder.memory_calls
+    assert len(REFIT_CALLS) == len(REFIT_STEPS)
+    refits = [i for i, call in enumerate(calls) if call == "refit.stream"]
+    assert len(refits) == 4, calls  # the first refit at start-up, then one a step
+    for i in refits:
+        assert calls[i - 3 : i + 3] == REFIT_CALLS, calls
+    assert min(m["train/driver_bytes"].values()) > 0
+
+
 def test_a_heavier_kl_loss_keeps_the_policy_closer_to_the_reference(vapo_run, tmp_path):
     """The VAPO run again for one step with the KL loss 100× heavier: the same first batch and the same reference
     (same seed, same warm start), so the KL the policy reaches while training on it measures only the KL term's
@@ -206,7 +259,9 @@ def test_a_heavier_kl_loss_keeps_the_policy_closer_to_the_reference(vapo_run, tm
     kl_light, kl_heavy = light["train/kl"]["1"], heavy["train/kl"]["1"]
     print(f"KL to the reference during step 1: kl_coef {VAPO_KL_COEF} {kl_light:.3g}, "
           f"kl_coef {100 * VAPO_KL_COEF} {kl_heavy:.3g}")
-    assert 0 < kl_heavy < 0.5 * kl_light
+    # under 0.5× on the machine this was written on, 0.66× on an AMD EPYC (2026-12-06, also before the changes of
+    # that day); a KL term that never reached the loss gives 1.0× exactly (the two runs train alike)
+    assert 0 < kl_heavy < 0.8 * kl_light
 
 
 
@@ -374,7 +429,7 @@ def test_logp_old_from_the_engine_trains_as_the_policys_recompute_does(ray_runti
     engine, policy = ({k: v["1"] for k, v in runs[s].items() if k.startswith("train/")} for s in ("engine", "policy"))
     assert engine.keys() == policy.keys()
     for name in engine:
-        if name not in ("train/refit_bytes", "train/refit_driver_bytes"):
+        if name not in ("train/refit_bytes", "train/refit_driver_bytes", "train/driver_bytes"):  # + the probe
             assert engine[name] == pytest.approx(policy[name], rel=1e-3, abs=1e-5), name
     assert engine["train/token_mult_prob_error"] < 1.001
 

@@ -49,8 +49,8 @@ def test_a_taken_port_means_a_second_rendezvous(ray_local, monkeypatch):
     ports = [taken.getsockname()[1]]
     real = placement.rendezvous
 
-    def rendezvous(role):
-        host, port = real(role)
+    def rendezvous(role, **kwargs):
+        host, port = real(role, **kwargs)
         return host, ports.pop() if ports else port
 
     monkeypatch.setattr(placement, "rendezvous", rendezvous)
