@@ -236,12 +236,7 @@ class Experiment:
         where there is nothing to plan: no GPUs (every rank a CPU process), or a model whose shape is not known here
         (no readable ``config.json`` and no ``model.config`` in the recipe)."""
         placement = self.placement_plan()
-        if placement.cpu_only or not hasattr(self.model, "architecture"):
-            return None
-        try:
-            found = self.model.architecture(self.task)
-        except UnsupportedModelError as err:
-            raise ExperimentError(f"model: {err}") from None
+        found = None if placement.cpu_only else self._architecture()
         if found is None:
             return None
         arch, source = found
@@ -300,15 +295,22 @@ class Experiment:
         (the critic is offloaded), so there the critic trains in order."""
         return self.trainer.critic_beside_generation and self.advantage.needs_critic and plan.cpu_only
 
+    def _architecture(self):
+        """``(Architecture, where its fields came from)`` of the model when known here (see
+        :meth:`ppo.models.sources.HFCheckpoint.architecture`), else None; one line for a model the workers cannot
+        convert."""
+        if not hasattr(self.model, "architecture"):
+            return None
+        try:
+            return self.model.architecture(self.task)
+        except UnsupportedModelError as err:
+            raise ExperimentError(f"model: {err}") from None
+
     def _validate_architecture(self) -> None:
         """A model the workers can convert, with heads, KV groups, FFN width and vocabulary divisible by each group's
         TP and layers by PP, when the model's shape is known here (a readable ``config.json``, the recipe's
         ``model.config``, or a model the run generates)."""
-        if hasattr(self.model, "architecture"):
-            try:
-                self.model.architecture(self.task)
-            except UnsupportedModelError as err:
-                raise ExperimentError(f"model: {err}") from None
+        self._architecture()
         shape = self.model.shape(self.task) if hasattr(self.model, "shape") else None
         if shape is None:
             return

@@ -177,7 +177,7 @@ class PPOTrainer:
                                      start_timeout_s=start_timeout)
         groups = [g for g in (self.policy, self.critic) if g is not None]
         # a batch's fields go in pieces that every group's data-parallel ranks can share out
-        self.shipper = Shipper(pieces=math.lcm(*(g.data_ranks[-1] + 1 for g in groups)))
+        self.shipper = Shipper(pieces=math.lcm(*(g.data_parallel for g in groups)))
         for group in groups:
             group.shipper = self.shipper
         if share_gpus:

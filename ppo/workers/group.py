@@ -39,7 +39,8 @@ class WorkerGroup:
         self.timeout_s = start_timeout_s
         parallel = getattr(args[0], "parallel", None) if args else None
         model_parallel = parallel.tensor * parallel.context if parallel is not None else 1
-        self.data_ranks = [(rank // model_parallel) % (world_size // model_parallel) for rank in range(world_size)]
+        self.data_parallel = world_size // model_parallel
+        self.data_ranks = [(rank // model_parallel) % self.data_parallel for rank in range(world_size)]
         for attempt in range(RENDEZVOUS_ATTEMPTS):
             # the port is found free on rank 0's node, then bound by rank 0: another process may take it in between
             master_addr, master_port = placement.rendezvous(role, timeout_s=start_timeout_s)
@@ -64,18 +65,19 @@ class WorkerGroup:
     """Where batches go into the object store once (:mod:`ppo.workers.traffic`; the trainer sets one for all its
     groups).  None: every rank gets its arguments by value."""
 
+    data_parallel: int = 1
     data_ranks: list[int] = []
-    """Each rank's data-parallel index (Megatron's tp-cp-dp order), for the pieces of a batch it is sent."""
+    """Each rank's data-parallel index (Megatron's tp-cp-dp order, of ``data_parallel``), for the pieces of a batch
+    it is sent."""
 
     def call_async(self, method: str, *args, **kwargs) -> list:
         """Start ``method`` on every rank; the object references, one per rank.  With a :attr:`shipper`, a batch
         argument goes as a reference to the rank's share (:mod:`ppo.workers.traffic`)."""
         refs = []
-        data = max(self.data_ranks, default=0) + 1
         for rank, actor in enumerate(self.actors):
             rank_args = args
             if self.shipper is not None:
-                rank_args = tuple(self.shipper.ship(a, data, self.data_ranks[rank]) if is_batch(a) else a
+                rank_args = tuple(self.shipper.ship(a, self.data_parallel, self.data_ranks[rank]) if is_batch(a) else a
                                   for a in args)
                 self.shipper.count_call(rank_args, kwargs)
             refs.append(getattr(actor, method).remote(*rank_args, **kwargs))
