@@ -34,12 +34,14 @@ def measure(kind: str, dtype: str, tensor: int, distributed: bool) -> dict:
         return out.float().pow(2).mean(), {}
 
     trainer.step([batch], loss_fn)
-    params = {id(p) for p in model.parameters()}
+    # A master copy is a tensor of its own; the fp32 distributed optimizer's shards are views of the model's
+    # parameters (the same storage) and cost nothing.
+    model_storage = {p.untyped_storage().data_ptr() for p in model.parameters()}
     inner = [opt.optimizer for opt in getattr(trainer.optimizer, "chained_optimizers", [trainer.optimizer])]
     moments = sum(t.numel() * t.element_size() for opt in inner for state in opt.state.values()
                   for t in state.values() if torch.is_tensor(t) and t.dim() > 0)
     masters = sum(p.numel() * p.element_size() for opt in inner for group in opt.param_groups
-                  for p in group["params"] if id(p) not in params)
+                  for p in group["params"] if p.untyped_storage().data_ptr() not in model_storage)
     return {
         "rank": torch.distributed.get_rank(),
         "tp_rank": parallel_state.get_tensor_model_parallel_rank(),
