@@ -7,7 +7,7 @@ With ``logr = logp_ref − logp`` (clamped to ±``input_clamp``; samples come fr
 - ``k3 = exp(logr) − 1 − logr``  unbiased, ≥ 0 (Schulman's estimator), but a biased gradient
 - ``k3+``                        straight-through: the value of k3 with the gradient of k2
 
-The result is clamped to ±``output_clamp``.
+The value is clamped to ±``output_clamp``; k3+'s gradient (k2's) is never clamped away.
 """
 
 from __future__ import annotations
@@ -36,13 +36,15 @@ def kl_penalty(
         kl = 0.5 * log_ratio.square()
     elif kind in ("k3", "k3+"):
         kl = torch.expm1(log_ratio) - log_ratio
-        if kind == "k3+":
-            k2 = 0.5 * log_ratio.square()
-            kl = kl.detach() + (k2 - k2.detach())
     else:
         raise ValueError(f"unknown KL estimator {kind!r}; choose one of {', '.join(KL_KINDS)}")
     if output_clamp is not None:
         kl = kl.clamp(-output_clamp, output_clamp)
+    if kind == "k3+":
+        # only the value is clamped: clamping the joined estimate would zero k2's gradient on exactly the tokens
+        # that drifted furthest (k3 ≥ output_clamp)
+        k2 = 0.5 * log_ratio.square()
+        kl = kl.detach() + (k2 - k2.detach())
     return kl
 
 

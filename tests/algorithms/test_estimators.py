@@ -81,6 +81,16 @@ def test_rloo_refuses_groups_of_one(batch):
         call(RLOO(), batch)
 
 
+def test_grpo_and_reinforce_baseline_give_a_prompt_of_one_sample_advantage_zero(batch):
+    """The documented convention (docs/ppo.md §4): a group of one is its own mean, with no spread to learn from."""
+    batch = dict(batch, group_ids=torch.arange(len(batch["sequence_rewards"])))
+    for estimator in (GRPO(), GRPO(normalize_std=False)):
+        advantages, _ = call(estimator, batch)
+        assert advantages.abs().max() == 0
+    advantages, _ = call(ReinforcePlusPlus(baseline=True), batch)  # no KL-in-reward here: nothing left to learn
+    assert advantages.abs().max() == 0
+
+
 def test_raw_reward_broadcasts(batch):
     adv, ret = call(RawReward(), batch)
     assert ret is None and not RawReward.needs_critic

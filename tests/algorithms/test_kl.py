@@ -36,6 +36,16 @@ def test_k3_plus_has_k3_value_and_k2_gradient():
     assert not torch.allclose(grad_plus, grad_k3)
 
 
+def test_k3_plus_keeps_the_k2_gradient_where_k3_is_clamped():
+    """Tokens that drifted furthest (k3 ≥ the output clamp 10) still pull back: d(logr²/2)/d logp = −logr."""
+    logp = torch.tensor([-4.0, -6.0, -0.5], dtype=torch.float64, requires_grad=True)
+    logp_ref = torch.tensor([-1.0, -1.0, -1.0], dtype=torch.float64)  # logr = 3, 5, −0.5: k3 ≈ 16.1, 142.4, 0.107
+    value = kl_penalty(logp, logp_ref, "k3+")
+    torch.testing.assert_close(value.detach(), torch.tensor([10.0, 10.0, math.exp(-0.5) - 0.5], dtype=torch.float64))
+    (grad,) = torch.autograd.grad(value.sum(), logp)
+    torch.testing.assert_close(grad, -(logp_ref - logp).detach())
+
+
 def test_unknown_kind():
     with pytest.raises(ValueError, match="unknown KL estimator 'k4'"):
         kl_penalty(torch.zeros(1), torch.zeros(1), "k4")
