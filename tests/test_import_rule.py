@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "numba", "megatron", "ray", "vllm", "transformers")
 
@@ -40,6 +42,7 @@ print(checked, sorted({{m.split(".")[0] for m in sys.modules}} & set({HEAVY!r}))
     assert int(checked) >= 10 and heavy == "[]", done.stdout
 
 
+@pytest.mark.slow
 def test_the_driver_imports_neither_megatron_nor_vllm():
     """The trainer names the worker classes; Megatron and vLLM load only in the worker processes that use them."""
     code = "import sys, ppo.trainer; print(sorted({m.split('.')[0] for m in sys.modules} & {'megatron', 'vllm'}))"

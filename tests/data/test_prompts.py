@@ -89,6 +89,7 @@ def test_length_filter_counts_and_logs_once(arithmetic_tokenizer, caplog):
         filter_by_prompt_length(records, arithmetic_tokenizer, max_prompt_tokens=0)
 
 
+@pytest.mark.slow
 def test_length_filter_measures_the_rendered_prompt(gsm8k_dir, gsm8k_tokenizer):
     records = load_gsm8k(gsm8k_dir / "train.jsonl")
     template = PromptTemplate(GSM8K_TEMPLATE, use_chat_template=True)

@@ -109,6 +109,7 @@ def test_save_and_load_through_auto_tokenizer(tmp_path, build, arithmetic_tokeni
     )
 
 
+@pytest.mark.slow
 def test_builds_are_byte_identical_across_processes(tmp_path, gsm8k_dir):
     build_arithmetic_tokenizer().save_pretrained(tmp_path / "arith_here")
     from ppo.data.tokenizer import build_gsm8k_tokenizer

@@ -72,6 +72,7 @@ def test_extract_answer_survives(name):
     assert result is None or isinstance(result, str)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_verify_survives_as_response_and_as_reference(name):
     text = HOSTILE[name]()
@@ -103,12 +104,14 @@ def test_none_everywhere():
     assert extract_answer(None) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("latex", PATHOLOGICAL_LATEX, ids=range(len(PATHOLOGICAL_LATEX)))
 def test_pathological_latex_is_cut_off(latex):
     assert call_bounded(verify, f"\\boxed{{{latex}}}", r"\frac{1}{3}", timeout=1.0) == 0.0
     assert call_bounded(verify, r"\boxed{\frac{1}{3}}", latex, timeout=1.0) == 0.0
 
 
+@pytest.mark.slow
 def test_verify_recovers_after_a_timeout():
     assert call_bounded(verify, r"\boxed{10^{10^{10}}}", r"\frac{1}{3}", timeout=1.0) == 0.0
     assert call_bounded(verify, r"\boxed{\sqrt{12}}", r"2\sqrt{3}") == 1.0

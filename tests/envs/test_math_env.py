@@ -94,6 +94,7 @@ def test_pass_at_k_edge_cases():
         grouped_pass_at_k([True], [0, 1], 1)
 
 
+@pytest.mark.slow
 def test_timed_out_item_scores_zero_and_pool_is_recycled(env):
     before = env.recycles
     responses = ["#### 1", PATHOLOGICAL, "#### 3", r"\boxed{\sqrt{12}}", "#### 5"]
@@ -115,6 +116,7 @@ def test_empty_batch_and_mismatched_lengths(env):
         env.score(["#### 1"], ["1"], finished=[True, False])
 
 
+@pytest.mark.slow
 def test_pool_times_out_only_the_slow_item():
     with TimeoutPool(2, start_method="spawn") as pool:
         calls = [(0, 0.0), (1, 60.0), (2, 0.0), (3, 0.1), (4, 0.0), (5, 0.0)]
@@ -124,6 +126,7 @@ def test_pool_times_out_only_the_slow_item():
         assert pool.recycles == 1
 
 
+@pytest.mark.slow
 def test_items_sharing_a_chunk_with_a_slow_or_raising_item_keep_their_results():
     """One worker, so items travel several to a chunk: the slow item is charged alone (the items queued behind it in
     its chunk rerun), and an item that raises costs only its own result."""
@@ -137,6 +140,7 @@ def test_items_sharing_a_chunk_with_a_slow_or_raising_item_keep_their_results():
         assert results == [0, 1, 2, 3, -1, 5, 6, 7, 8, 9] and not any(cut_off)
 
 
+@pytest.mark.slow
 def test_a_crash_beside_an_innocent_item_blames_only_the_crasher():
     """Item 0 is in flight when item 1 kills its worker: both are suspects, each reruns alone, and once item 1 has
     crashed alone it is cut off and never rerun (a regression: it used to stay a suspect and loop for ever)."""
@@ -173,6 +177,7 @@ def test_an_idle_worker_that_died_does_not_fail_the_next_call():
         assert (results, cut_off) == ([2], [False])
 
 
+@pytest.mark.slow
 def test_workers_ignore_the_preemption_signal_meant_for_the_driver():
     """SLURM sends SIGUSR2 to every process of the job; only the driver acts on it."""
     import os

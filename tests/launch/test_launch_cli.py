@@ -45,6 +45,7 @@ def test_failed_validation_exits_2_with_one_line_and_leaves_no_run_dir(toy, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_local_run_end_to_end(toy, tmp_path):
     rc, out, err = run_launch(str(toy), "steps=4", "optimizer.lr=0.5", "--fiddler", "big_lr", "--name", "e2e",
                               cwd=tmp_path)
@@ -114,6 +115,7 @@ def test_the_run_dir_hands_the_trainer_the_config_as_data(toy, tmp_path, fiddler
     assert _wandb_config(tmp_path) == {}
 
 
+@pytest.mark.slow
 def test_a_failing_local_job_exits_1_and_status_says_why(toy, tmp_path):
     run_dir = tmp_path / "failing"
     rc, out, err = run_launch(str(toy), "mode=fail", "--run-dir", str(run_dir), cwd=tmp_path)
@@ -125,6 +127,7 @@ def test_a_failing_local_job_exits_1_and_status_says_why(toy, tmp_path):
     assert len(read_records(run_dir / "metrics.jsonl")) == 2
 
 
+@pytest.mark.slow
 def test_a_stopped_local_run_resumes_with_the_job_module(toy, tmp_path):
     run_dir = tmp_path / "resume"
     assert run_launch(str(toy), "--run-dir", str(run_dir), cwd=tmp_path)[0] == 0

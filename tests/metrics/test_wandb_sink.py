@@ -5,6 +5,7 @@ import pytest
 from ppo.metrics.wandb_sink import WandbSink, wandb_run_id
 
 
+@pytest.mark.slow
 def test_offline_sink_records_the_run_and_keeps_its_id_on_resume(tmp_path):
     sink = WandbSink(tmp_path, mode="offline", project="ppo-test", name="run", group="sweep-1",
                      config={"trainer.max_steps": "3"})

@@ -49,6 +49,7 @@ def test_resume_is_bit_identical(megatron_world, tmp_path):
         assert torch.equal(a, b), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("history", ["never_stepped", "reset_after_steps"])
 def test_an_optimizer_without_state_saves_and_resumes(megatron_world, tmp_path, history):
     """A policy saved during critic warmup has an empty Adam state (never stepped, or reset after the warm start);

@@ -86,6 +86,7 @@ def dashboard(tmp_path_factory) -> dict:
     return {"root": root, "page": out, "html": out.read_text()}
 
 
+@pytest.mark.slow
 def test_every_plot_renders_without_errors_or_requests(dashboard):
     visit = chromium(dashboard["page"], dashboard["root"] / "dom", "--dump-dom")
     expected = dashboard["html"].count('<div class="plot" data-plot=')
@@ -97,6 +98,7 @@ def test_every_plot_renders_without_errors_or_requests(dashboard):
     assert "2025-06-05" in visit.stdout and "tiny_cpu" in visit.stdout
 
 
+@pytest.mark.slow
 def test_the_screenshot_shows_the_matrix_and_plots(dashboard):
     shot = dashboard["root"] / "dashboard.png"
     visit = chromium(dashboard["page"], dashboard["root"] / "shot", f"--screenshot={shot}", "--window-size=1400,2000")
@@ -113,6 +115,7 @@ def test_the_page_holds_no_url_outside_plotly_js(dashboard):
     assert external_urls(dashboard["html"]) == []
 
 
+@pytest.mark.slow
 def test_the_error_channels_do_report(tmp_path):
     """Control pages: an uncaught error and a fetch that the CSP must block; the same fetch without the CSP."""
     guarded = tmp_path / "guarded.html"

@@ -76,6 +76,7 @@ def built(tmp_path_factory):
     return {"page": page, "cells": cells, "root": root, **facts}
 
 
+@pytest.mark.slow
 def test_matrix_colours_each_recipe_and_night(built):
     status = {recipe: [c.split()[-1] for c, _ in row] for recipe, row in built["cells"].rows.items()}
     assert status == {
@@ -147,6 +148,7 @@ def test_unreadable_records_are_listed(built):
     assert "broken.json" in built["page"].split('id="problems"')[1]
 
 
+@pytest.mark.slow
 def test_window_and_empty_history(tmp_path, built):
     out = tmp_path / "d.html"
     assert run_cli("dashboard.py", built["root"] / "history", "--out", out, "--nights", 2).returncode == 0

@@ -68,6 +68,7 @@ def mixed_night(tmp_path_factory):
     return done, night_records(tmp_path), tmp_path, experiment
 
 
+@pytest.mark.slow
 def test_each_entry_is_judged_and_launch_failures_are_infra_fail(mixed_night):
     done, records, _, _ = mixed_night
     assert done.returncode == 3, done.stderr
@@ -109,6 +110,7 @@ def test_record_holds_what_the_run_directory_says(mixed_night):
     assert (run_dir.parent / "good.stdout.log").exists() and (run_dir.parent / "good.stderr.log").exists()
 
 
+@pytest.mark.slow
 def test_the_launcher_gets_the_documented_command_line_and_slurm_jobs_are_followed(tmp_path, experiment):
     suite = write_suite(tmp_path / "suite.json", [{
         "experiment": str(experiment), "overrides": ["trainer.max_steps=20", "policy.optimizer.lr=1e-6"],
@@ -127,6 +129,7 @@ def test_the_launcher_gets_the_documented_command_line_and_slurm_jobs_are_follow
     assert f"{run_dir}: SLURM job 42 COMPLETED" in (run_dir.parent / "exp_fake.stdout.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_failed_slurm_job_is_infra_fail_with_its_status_line(tmp_path, experiment):
     suite = write_suite(tmp_path / "suite.json", [{"experiment": str(experiment), "overrides": ["fake.stop_at=7"]}])
     assert run_slurm_night(tmp_path, suite).returncode == 3
@@ -137,6 +140,7 @@ def test_a_failed_slurm_job_is_infra_fail_with_its_status_line(tmp_path, experim
     )
 
 
+@pytest.mark.slow
 def test_a_slurm_job_past_its_timeout_is_cancelled(tmp_path, experiment):
     suite = write_suite(tmp_path / "suite.json", [
         {"experiment": str(experiment), "overrides": ["fake.slurm_hang=True"], "timeout_s": 8},
@@ -147,6 +151,7 @@ def test_a_slurm_job_past_its_timeout_is_cancelled(tmp_path, experiment):
     assert (tmp_path / "runs" / NIGHT / "exp_fake" / "fake_slurm_state").read_text() == "CANCELLED"
 
 
+@pytest.mark.slow
 def test_exit_codes_follow_the_worst_verdict(tmp_path, experiment):
     suite = write_suite(tmp_path / "suite.json", [
         {"experiment": str(experiment), "name": "good"},
@@ -156,6 +161,7 @@ def test_exit_codes_follow_the_worst_verdict(tmp_path, experiment):
     assert run_night(tmp_path, suite, night="2025-06-02").returncode == 1
 
 
+@pytest.mark.slow
 def test_a_launch_past_its_timeout_is_killed_and_infra_fail(tmp_path, experiment):
     suite = write_suite(tmp_path / "suite.json", [
         {"experiment": str(experiment), "overrides": ["fake.sleep=60"], "timeout_s": 1},
@@ -201,6 +207,7 @@ def test_unknown_only_is_a_usage_error(tmp_path, experiment):
     assert done.returncode == 2 and "did you mean 'exp_fake'?" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_rerun_the_same_night_gets_a_fresh_run_dir_and_supersedes(tmp_path, experiment):
     suite = write_suite(tmp_path / "suite.json", [str(experiment)])
     assert run_night(tmp_path, suite).returncode == 0
@@ -233,6 +240,7 @@ def test_run_dir_facts_from_launch_py_files(tmp_path):
 # ---- record --------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_record_from_an_existing_run_directory(tmp_path, experiment):
     run_dir = launch_stand_in(tmp_path / "run")
     done = run_cli("nightly.py", "record", run_dir, "--recipe", "tiny_cpu", "--history", tmp_path / "h",
@@ -247,6 +255,7 @@ def test_record_from_an_existing_run_directory(tmp_path, experiment):
     assert [c["status"] for c in record.checks] == ["PASS"] * 4
 
 
+@pytest.mark.slow
 def test_record_with_explicit_checks_and_a_default_night(tmp_path):
     run_dir = launch_stand_in(tmp_path / "run", "trainer.max_steps=10")
     done = run_cli("nightly.py", "record", run_dir, "--recipe", "r", "--history", tmp_path / "h",
@@ -270,6 +279,7 @@ def test_record_without_checks_or_metrics(tmp_path):
 # ---- baseline ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_baseline_band_matches_the_seed_runs(tmp_path, experiment):
     suite = write_suite(tmp_path / "suite.json", [
         {"experiment": str(experiment), "name": "tiny", "overrides": ["trainer.max_steps=10", "seed=99"]},
@@ -295,6 +305,7 @@ def test_baseline_band_matches_the_seed_runs(tmp_path, experiment):
     assert set(baseline.metrics) == set(KEY_METRICS)
 
 
+@pytest.mark.slow
 def test_baseline_from_an_experiment_file_skips_failed_seeds(tmp_path, experiment):
     done = run_cli("nightly.py", "baseline", experiment, "--seeds", 3, "--history", tmp_path / "h",
                    "--runs-dir", tmp_path / "runs",
@@ -306,6 +317,7 @@ def test_baseline_from_an_experiment_file_skips_failed_seeds(tmp_path, experimen
     assert baseline.metrics["train/reward"]["n"] == [2] * 5
 
 
+@pytest.mark.slow
 def test_baseline_with_no_usable_seed_writes_nothing(tmp_path, experiment):
     done = run_cli("nightly.py", "baseline", experiment, "--seeds", 1, "--history", tmp_path / "h",
                    "--runs-dir", tmp_path / "runs", "--override", "policy.optimizer.lr=-1")

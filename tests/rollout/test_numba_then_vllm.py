@@ -17,6 +17,7 @@ print("kernel scan ok")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shield", [True, False])
 def test_vllm_kernel_scan_survives_numba_only_with_the_shield(shield):
     done = subprocess.run([sys.executable, "-c", SCRIPT.format(shield=shield)], capture_output=True, text=True,

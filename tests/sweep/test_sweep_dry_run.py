@@ -103,6 +103,7 @@ def test_sweep_file_errors(tmp_path, capsys):
     assert "is itself a sweep file" in dry_run(capsys, on_sweep)[2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda"])
 def test_every_shipped_sweep_dry_runs(name, monkeypatch, capsys):
     """The sweep files in ``sweeps/`` expand and validate every trial (GPU ones against their SLURM executor)."""

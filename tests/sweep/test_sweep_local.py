@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from ppo.metrics import read_records
 from ppo.sweep.local import LocalTrials
@@ -41,6 +42,7 @@ def logged(run_dir) -> list[int]:
     return [r["step"] for r in read_records(log)] if log.exists() else []
 
 
+@pytest.mark.slow
 def test_local_sweep_runs_stops_records_failures_and_resumes(tmp_path):
     sweep = write_sweep(tmp_path / "mixed.py", MIXED)
     sweep_dir = tmp_path / "sweep"
@@ -96,6 +98,7 @@ poll_s=0.3,
 '''
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_local_trials_and_the_next_run_resumes_them(tmp_path):
     sweep = write_sweep(tmp_path / "slow.py", SLOW)
     sweep_dir = tmp_path / "sweep"
@@ -136,6 +139,7 @@ def test_ctrl_c_stops_local_trials_and_the_next_run_resumes_them(tmp_path):
         assert reached[trial_id] < 60
 
 
+@pytest.mark.slow
 def test_a_trial_left_running_by_a_dead_driver_is_adopted(tmp_path):
     run_dir = tmp_path / "run"
     rc, _, err = run_launch(str(CURVE), "--run-dir", str(run_dir), "steps=4", "step_s=0.5", cwd=tmp_path)
@@ -151,6 +155,7 @@ def test_a_trial_left_running_by_a_dead_driver_is_adopted(tmp_path):
     assert first.poll("t1") == ("done", None)
 
 
+@pytest.mark.slow
 def test_a_sweep_directory_belongs_to_one_sweep(tmp_path):
     one = write_sweep(tmp_path / "one.py", 'overrides=["steps=1"], metric="train/reward", step=1')
     two = write_sweep(tmp_path / "two.py", 'overrides=["steps=1"], metric="train/reward", step=1')

@@ -42,6 +42,7 @@ def expected_metric(lr, lam, seed, step=6):
     return 0.5 * reward(lr, lam, seed, step)
 
 
+@pytest.mark.slow
 def test_tables_aggregate_seeds_and_rank_configurations(swept):
     results = load_results(swept)
     trials, configs = results.trials, results.configs
@@ -65,6 +66,7 @@ def test_tables_aggregate_seeds_and_rank_configurations(swept):
     assert row["step_time"] >= 0
 
 
+@pytest.mark.slow
 def test_report_writes_csv_markdown_and_an_offline_html_page(swept, tmp_path):
     result = report(swept, "--out", tmp_path / "out", "--top", "2")
     assert result.returncode == 0, result.stderr
@@ -86,6 +88,7 @@ def test_report_writes_csv_markdown_and_an_offline_html_page(swept, tmp_path):
     assert external_urls(page) == []
 
 
+@pytest.mark.slow
 def test_export_best_writes_an_experiment_that_launch_py_runs(swept, tmp_path):
     out = tmp_path / "best.py"
     result = report(swept, "--export-best", out)

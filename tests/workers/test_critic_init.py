@@ -36,6 +36,7 @@ def batch() -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_a_critic_starts_from_a_checkpoint_step_with_a_fresh_optimizer(model_dir, tmp_path):
     from ppo.workers.specs import MegatronCritic
     from ppo.workers.value import ValueWorker

@@ -30,6 +30,7 @@ def batch(rows: int = 10, width: int = 7) -> dict:
             "temperature": 0.7}
 
 
+@pytest.mark.slow
 def test_a_rank_is_sent_only_its_pieces_and_the_whole_batch_comes_back(ray_local):
     b = batch()
     shipper = Shipper(pieces=4)
@@ -64,6 +65,7 @@ def test_every_field_goes_once_whatever_the_calls_and_ranks(ray_local):
     assert shipper.bytes < by_value / 3
 
 
+@pytest.mark.slow
 def test_a_group_whose_ranks_cannot_share_the_pieces_is_refused(ray_local):
     with pytest.raises(ValueError, match="3 data-parallel ranks cannot share 4 pieces"):
         Shipper(pieces=4).ship(batch(), data=3, rank=0)
