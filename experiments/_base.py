@@ -17,10 +17,13 @@
   ``data_parallel`` = ``num_engines`` = the job's GPUs; a recipe that raises a TP lowers the matching count
   (the dry run's ``GPUs used: U of N`` line and validation say when a layout leaves GPUs idle).
 
-Paths are where the cluster keeps models and data (:data:`MODELS`, :data:`DATA`), as Hugging Face repository
-layouts; change them per run on the command line (``model.path=/lustre/models/...``).  They need not exist where a
-recipe is dry-run: ``launch.py FILE --dry-run`` lists the ones it cannot find here, a SLURM submission checks them on
-the submitting host, and node 0 checks them again when the job starts.
+Models and data are named by their Hugging Face hub ids (``model.path = 'Qwen/Qwen2.5-1.5B'``,
+``task.train_path = 'BytedTsinghua-SIA/DAPO-Math-17k:train'``).  A launch fetches them on the submitting host
+before anything is queued — models into the HF cache (``HF_HOME``), datasets into ``PPO_DATA_ROOT`` as parquet
+files — and the run's config names the local paths (``ppo/launch/fetch.py``); ``python launch.py prepare FILE``
+fetches them ahead, and ``--dry-run`` says which are here and which a launch would fetch.  A local folder or file
+works wherever an id does (``model.path=/lustre/models/Qwen2.5-1.5B``); a local path that is missing is listed by
+the dry run, checked by a SLURM submission on the submitting host, and checked again by node 0 when the job starts.
 """
 
 from __future__ import annotations
@@ -39,13 +42,10 @@ from ppo.tasks import DAPOMathTaskSpec
 from ppo.trainer_settings import PPOSettings, RewardShaping
 from ppo.workers.specs import MegatronCritic, MegatronPolicy, PolicyLoss
 
-MODELS = "/shared/models"
-"""The cluster's model directory: ``<MODELS>/<org>/<name>`` is a HF checkpoint (config.json, safetensors, tokenizer)."""
-DATA = "/shared/data"
-"""The cluster's data directory, one folder per dataset as its Hugging Face repository lays it out."""
-
-DAPO_MATH_17K = f"{DATA}/DAPO-Math-17k/data/dapo-math-17k.parquet"
-AIME_2024 = f"{DATA}/AIME-2024/data/aime-2024.parquet"
+DAPO_MATH_17K = "BytedTsinghua-SIA/DAPO-Math-17k:train"
+"""DAPO's training set on the hub (its one split; ``ppo.data.dapo`` reads its verl schema)."""
+AIME_2024 = "BytedTsinghua-SIA/AIME-2024:train"
+"""DAPO's AIME 2024 validation export (the 30 problems, each repeated 32 times, folded by ``ppo.data.aime``)."""
 
 MAX_SEQUENCE = 10240
 MAX_NEW_TOKENS = 8192
@@ -85,20 +85,15 @@ HF_CONFIGS = {
 the submitting host, the dry run checks layouts and plans memory from these (the file wins where it can be read)."""
 
 
-def model_path(hf_id: str) -> str:
-    """Where the cluster keeps the checkpoint of ``org/name``."""
-    return f"{MODELS}/{hf_id}"
-
-
 def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) -> fdl.Config:
-    """DAPO-style PPO on ``model`` (a HF id under :data:`MODELS`) as a SLURM job of ``nodes × gpus_per_node`` GPUs."""
+    """DAPO-style PPO on ``model`` (a hub id, ``org/name``) as a SLURM job of ``nodes × gpus_per_node`` GPUs."""
     dtype = "bfloat16"
     gpus = nodes * gpus_per_node
     return fdl.Config(
         Experiment,
         name=name,
         seed=Seed.new(0),
-        model=fdl.Config(HFCheckpoint, path=model_path(model), config=HF_CONFIGS.get(model)),
+        model=fdl.Config(HFCheckpoint, path=model, config=HF_CONFIGS.get(model)),
         task=fdl.Config(DAPOMathTaskSpec, train_path=DAPO_MATH_17K, val_path=AIME_2024),
         policy=fdl.Config(
             MegatronPolicy,

@@ -5,6 +5,7 @@ no KL, clip 0.2 / 0.28 with dual clip c = 10, rewards scaled to {−1, 1}, overl
 On the node's 8 GPUs: 8 policy and 8 critic replicas (TP 1) and 8 vLLM engines, colocated.
 
     python launch.py experiments/math_1b.py --dry-run                        # config, plan, sbatch script
+    python launch.py prepare experiments/math_1b.py                          # fetch the model and data
     python launch.py experiments/math_1b.py model.path=/lustre/models/Qwen2.5-1.5B executor.partition=gpu
 """
 

@@ -16,7 +16,7 @@ What differs from the base (``experiments/_base.py``), as the reference runs it:
 
 import fiddle as fdl
 
-from experiments._base import DATA, FUNCTIONAL_GATES, base_config
+from experiments._base import FUNCTIONAL_GATES, base_config
 from ppo.config.overrides import set_tag
 from ppo.config.tags import MaxSequenceLength
 from ppo.tasks import GSM8KTaskSpec
@@ -36,8 +36,8 @@ def config() -> fdl.Config:
     # data: GSM8K in the instruct model's chat template; validation on the whole test split
     cfg.task = fdl.Config(
         GSM8KTaskSpec,
-        train_path=f"{DATA}/gsm8k/train.jsonl",
-        test_path=f"{DATA}/gsm8k/test.jsonl",
+        train_path="openai/gsm8k:main:train",
+        test_path="openai/gsm8k:main:test",
         val_size=1319,
         template_text="{prompt}\nPlease reason step by step, and put your final answer within \\boxed{{}}.",
         use_chat_template=True,

@@ -337,17 +337,28 @@ class Experiment:
                 raise ExperimentError(f"{setting.replace('tensor', 'pipeline')}={pp} does not divide the {whose}'s "
                                       f"num_hidden_layers={count}")
 
+    def input_parts(self) -> list[tuple[str, Any]]:
+        """``(config path, component)`` of every component that reads inputs: model, task, trainer (its resume
+        checkpoint), and the critic where the advantage estimator uses one."""
+        parts = [("model", self.model), ("task", self.task), ("trainer", self.trainer)]
+        return parts + ([("critic", self.critic)] if self.advantage.needs_critic else [])
+
     def missing_paths(self) -> list[str]:
         """The input files the run reads that are not on this machine, one line each (``model: ...``).
 
-        A component that reads files says which are missing with its own ``missing_paths()``.
+        A component that reads files says which are missing with its own ``missing_paths()``; hub ids are left to the
+        launcher, which fetches them (:mod:`ppo.launch.fetch`).
         """
         problems = []
-        for name, part in [("model", self.model), ("task", self.task), ("trainer", self.trainer)]:
-            problems += [f"{name}: {line}" for line in getattr(part, "missing_paths", list)()]
-        if self.advantage.needs_critic:
-            problems += self.critic.missing_paths()
+        for name, part in self.input_parts():
+            lines = getattr(part, "missing_paths", list)()
+            problems += lines if name == "critic" else [f"{name}: {line}" for line in lines]
         return problems
+
+    def check_inputs(self) -> None:
+        """Raise ``ValueError`` (one line) for an input file that is here but lacks a column the run reads."""
+        for _, part in self.input_parts():
+            getattr(part, "check_columns", lambda: None)()
 
     def check_paths(self) -> None:
         """Raise ``ExperimentError`` naming the first missing input (and how many more there are)."""

@@ -4,7 +4,12 @@ A task gives the trainer train and validation records (``ppo.data.Record``), the
 models the run creates itself (``ppo.models.sources.TinyRandomModel``) — the tokenizer to build.
 
 ``validate()`` checks the settings alone; ``missing_paths()`` lists the data files that are not on this machine, one
-line each (a GPU recipe's files live on the cluster; see ``Experiment.missing_paths``).
+line each (a GPU recipe's files live on the cluster; see ``Experiment.missing_paths``); ``check_columns()`` reads the
+ones that are here and refuses, in one line, a file without a column its loader needs.
+
+A data path may be a hub dataset instead (``openai/gsm8k:main:train``, :mod:`ppo.data.hub`): the fields that may
+name one are the spec's ``HUB_FIELDS``.  The launcher fetches them into ``PPO_DATA_ROOT`` and the run reads the
+fetched files (:mod:`ppo.launch.fetch`), so ``missing_paths()`` leaves hub ids out.
 """
 
 from __future__ import annotations
@@ -13,8 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ppo.data import DAPO_MATH_TEMPLATE, ArithmeticTask, PromptTemplate, load_aime2024, load_dapo_math, load_gsm8k
+from ppo.data.aime import check_aime2024_columns
 from ppo.data.arithmetic import ALPHABET
-from ppo.data.records import Record
+from ppo.data.dapo import check_dapo_math_columns
+from ppo.data.gsm8k import check_gsm8k_columns
+from ppo.data.hub import dataset_file, parse_dataset_id
+from ppo.data.records import DatasetError, Record
 
 
 class _GeneratedArithmetic:
@@ -146,6 +155,8 @@ class GSM8KTaskSpec:
     tuned checkpoints); the default is the plain text, which the project's own tokenizers need.
     """
 
+    HUB_FIELDS = {"train_path": "dataset", "test_path": "dataset"}
+
     train_path: str = ""
     test_path: str = ""
     val_size: int = 128
@@ -162,6 +173,9 @@ class GSM8KTaskSpec:
 
     def missing_paths(self) -> list[str]:
         return _missing_files("GSM8K", self.train_path, self.test_path)
+
+    def check_columns(self) -> None:
+        _check_columns(check_gsm8k_columns, train_path=self.train_path, test_path=self.test_path)
 
     def train_records(self):
         return load_gsm8k(self.train_path, limit=self.train_limit)
@@ -188,6 +202,8 @@ class DAPOMathTaskSpec:
     ``val_size`` keeps the first problems (``None``: all 30).
     """
 
+    HUB_FIELDS = {"train_path": "dataset", "val_path": "dataset"}
+
     train_path: str = ""
     val_path: str = ""
     train_limit: int | None = None
@@ -201,6 +217,10 @@ class DAPOMathTaskSpec:
 
     def missing_paths(self) -> list[str]:
         return _missing_files("DAPO-Math", self.train_path) + _missing_files("AIME 2024", self.val_path)
+
+    def check_columns(self) -> None:
+        _check_columns(check_dapo_math_columns, train_path=self.train_path)
+        _check_columns(check_aime2024_columns, val_path=self.val_path)
 
     def train_records(self):
         return load_dapo_math(self.train_path, limit=self.train_limit)
@@ -228,4 +248,22 @@ def _require_paths(what: str, **paths: str) -> None:
 
 
 def _missing_files(what: str, *paths: str) -> list[str]:
-    return [f"{what} file not found: {path}" for path in paths if not Path(path).is_file()]
+    """The local files of ``paths`` that are not here (hub ids are the launcher's to fetch)."""
+    return [f"{what} file not found: {path}" for path in paths
+            if parse_dataset_id(path) is None and not Path(path).is_file()]
+
+
+def _here(path: str) -> bool:
+    """Whether the file ``path`` names (a hub id: its fetched split) is on this machine."""
+    dataset = parse_dataset_id(path)
+    return (dataset_file(dataset) if dataset else Path(path)).is_file()
+
+
+def _check_columns(check, **paths: str) -> None:
+    """``check`` each file that is here; a missing column is a ``DatasetError`` naming the field."""
+    for name, path in paths.items():
+        if _here(path):
+            try:
+                check(path)
+            except DatasetError as err:
+                raise DatasetError(f"task.{name}: {err}") from None

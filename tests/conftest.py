@@ -1,6 +1,14 @@
-"""Fixtures shared across test packages."""
+"""Fixtures shared across test packages.
 
+No test reaches the Hugging Face hub or sees this machine's caches: for the whole session (subprocesses included)
+``HF_HUB_OFFLINE=1``, and the HF cache and ``PPO_DATA_ROOT`` are empty folders made for it.  Tests that need a filled
+cache fill their own (``tests/hub/cache.py``).
+"""
+
+import atexit
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,6 +16,10 @@ import pytest
 # Importing submitit runs logging.config.dictConfig, which closes every logging handler that exists then (pytest's
 # capture among them); import it here, before any test module is collected.
 import submitit  # noqa: F401
+
+_CACHES = Path(tempfile.mkdtemp(prefix="ppo-tests-caches-"))
+atexit.register(shutil.rmtree, _CACHES, True)
+os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(_CACHES / "hub"), PPO_DATA_ROOT=str(_CACHES / "data"))
 
 
 @pytest.fixture(scope="session")

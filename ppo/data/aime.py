@@ -1,4 +1,5 @@
-"""AIME 2024 (30 problems, integer answers 0–999) from a local parquet, jsonl or json file.
+"""AIME 2024 (30 problems, integer answers 0–999) from a local parquet, jsonl or json file, or a hub dataset
+(``BytedTsinghua-SIA/AIME-2024:train``, ``HuggingFaceH4/aime_2024:train``; see :mod:`ppo.data.hub`).
 
 Three public layouts are accepted, told apart by their columns:
 
@@ -18,8 +19,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ppo.data.dapo import dedupe_records, parse_dapo_row
+from ppo.data.columns import columns, require_columns
+from ppo.data.dapo import DAPO_COLUMNS, dedupe_records, parse_dapo_row
+from ppo.data.hub import local_dataset_file
 from ppo.data.records import DatasetError, Record, read_rows
+
+PLAIN_COLUMNS = (("problem",), ("answer",))
+"""The columns of the plain layouts, in any case (``Problem``/``problem``)."""
+
+
+def _is_dapo_layout(names) -> bool:
+    return "prompt" in names and ("reward_model" in names or "data_source" in names)
+
+
+def check_aime2024_columns(path: str | Path) -> None:
+    """Raise :class:`DatasetError` (one line) when the file lacks a column of its layout (DAPO's export when it has
+    ``prompt`` and ``reward_model`` or ``data_source``, else the plain one)."""
+    file = local_dataset_file(path)
+    names = columns(file)
+    if _is_dapo_layout(names):
+        require_columns(file, DAPO_COLUMNS, names=names)
+    else:
+        require_columns(file, PLAIN_COLUMNS, fold_case=True, names=names)
 
 
 def normalise_integer_answer(answer: Any) -> str:
@@ -54,11 +75,11 @@ def _parse_plain_row(row: dict[str, Any], *, row_no: int, path: Path) -> Record:
 
 def load_aime2024(path: str | Path, *, dedupe: bool = True) -> list[Record]:
     """Load AIME 2024 as records (``id`` is ``aime2024/<ID>`` for the plain layouts, ``aime2024/<row>`` for DAPO's)."""
-    path = Path(path)
+    path = local_dataset_file(path)
     rows = read_rows(path)
     records = []
     for row_no, row in enumerate(rows):
-        if "prompt" in row and ("reward_model" in row or "data_source" in row):
+        if _is_dapo_layout(row):
             record = parse_dapo_row(row, id_prefix="aime2024", row_no=row_no, path=path)
             record = Record(record.prompt, normalise_integer_answer(record.ground_truth), record.id, record.metadata)
         else:

@@ -1,4 +1,5 @@
-"""DAPO-Math-17k from a local parquet or jsonl file, in the schema of its public release.
+"""DAPO-Math-17k from a local parquet or jsonl file, or the hub dataset ``BytedTsinghua-SIA/DAPO-Math-17k:train``
+(see :mod:`ppo.data.hub`), in the schema of its public release.
 
 The release (BytedTsinghua-SIA/DAPO-Math-17k) is in the verl "RL dataset" schema, one problem a row::
 
@@ -30,9 +31,20 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ppo.data.columns import require_columns
+from ppo.data.hub import local_dataset_file
 from ppo.data.records import DatasetError, Record, read_rows
 
 logger = logging.getLogger(__name__)
+
+
+DAPO_COLUMNS = (("prompt",), ("reward_model", "solution", "answer"))
+"""The columns every row needs: the prompt, and the answer in one of the places :func:`parse_dapo_row` looks."""
+
+
+def check_dapo_math_columns(path: str | Path) -> None:
+    """Raise :class:`DatasetError` (one line) when the file lacks a column :func:`load_dapo_math` reads."""
+    require_columns(local_dataset_file(path), DAPO_COLUMNS)
 
 
 def _maybe_json(value: Any) -> Any:
@@ -101,11 +113,12 @@ def dedupe_records(records: list[Record], *, name: str) -> list[Record]:
 
 
 def load_dapo_math(path: str | Path, *, dedupe: bool = True, limit: int | None = None) -> list[Record]:
-    """Load DAPO-Math-17k (parquet, jsonl or json) as records; ``id`` is ``dapo_math/<row>`` in file order.
+    """Load DAPO-Math-17k (parquet, jsonl or json; a hub id reads its fetched split) as records; ``id`` is
+    ``dapo_math/<row>`` in file order.
 
     ``limit`` applies after deduplication: the first ``limit`` distinct problems.
     """
-    path = Path(path)
+    path = local_dataset_file(path)
     records = [parse_dapo_row(row, id_prefix="dapo_math", row_no=i, path=path) for i, row in enumerate(read_rows(path))]
     if dedupe:
         records = dedupe_records(records, name=str(path))

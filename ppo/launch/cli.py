@@ -3,6 +3,7 @@
     python launch.py FILE [path=value ...] [--fiddler F ...] [--executor local|slurm|debug] [--name N]
                      [--run-dir D] [--dry-run] [--graph out.svg] [--yes] [--allow-dirty]
     python launch.py status RUN_DIR [--wait] | logs RUN_DIR | cancel RUN_DIR
+    python launch.py prepare FILE [path=value ...] [--fiddler F ...] [--executor E]
     python launch.py SWEEP_FILE [path=value ...] [--executor local|slurm] [--max-parallel N] [--dry-run] ...
 
 A file that defines ``SWEEP`` is a sweep: ``launch.py`` hands it to :mod:`ppo.sweep.cli` before this module sees it
@@ -13,7 +14,9 @@ is created or submitted), 1 when the job itself failed.  Nothing touches the dis
 the run directory is written (:func:`ppo.launch.rundir.write_run_dir`) and the job runs (local: in a child process,
 streaming its output; debug: in this process; SLURM: submitted, and ``launch.py status RUN_DIR`` follows it).  SLURM
 submissions need a clean git tree (or ``--allow-dirty``; the diff is saved either way) and a confirmation
-(a prompt on a terminal, ``--yes`` otherwise): :func:`ppo.launch.slurm.check_submission`.
+(a prompt on a terminal, ``--yes`` otherwise): :func:`ppo.launch.slurm.check_submission`.  Hub models and datasets
+the experiment names are fetched on this host before anything is created or queued (:mod:`ppo.launch.fetch`);
+``prepare FILE`` does only that, and prints the command lines to launch with (:mod:`ppo.launch.prepare_command`).
 
 This module and what it imports at launch time never import torch, megatron or vllm: a dry run of a GPU recipe
 costs only the experiment file's own imports.
@@ -28,10 +31,11 @@ from pathlib import Path
 
 from ppo.config.errors import ConfigError
 
-COMMANDS = ("status", "logs", "cancel")
+COMMANDS = ("status", "logs", "cancel", "prepare")
 USAGE = ("python launch.py FILE [path=value ...] [--fiddler F] [--executor local|slurm|debug] [--name N] "
          "[--run-dir D] [--dry-run] [--graph out.svg] [--yes] [--allow-dirty]\n"
-         "       python launch.py status|logs|cancel RUN_DIR")
+         "       python launch.py status|logs|cancel RUN_DIR\n"
+         "       python launch.py prepare FILE [path=value ...] [--fiddler F] [--executor E]")
 
 
 EPILOG = """examples:
@@ -40,6 +44,7 @@ EPILOG = """examples:
   python launch.py experiments/tiny_cpu.py --fiddler raw_reward seed=3
   python launch.py experiments/dsr1_7b.py --executor slurm --dry-run    the exact sbatch script
   python launch.py status runs/<run> --wait                          follow a run (also: logs, cancel)
+  python launch.py prepare experiments/math_1b.py                    fetch its hub models and datasets
   python launch.py sweeps/gae_lambda.py --dry-run                    a sweep: trials, differences, resources
 
 exit status: 0 success (SLURM: submitted), 2 bad command line or config (one line on stderr, nothing created),
@@ -69,6 +74,16 @@ def _launch_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _prepare_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="launch.py prepare", description="Fetch the hub models (into the HF cache) and datasets (into "
+                "PPO_DATA_ROOT) an experiment names, and print the command lines to launch it with.")
+    p.add_argument("file", help="experiment file (def config() -> fdl.Config)")
+    p.add_argument("overrides", nargs="*", metavar="path=value", help="override, e.g. model.path=Qwen/Qwen2.5-7B")
+    p.add_argument("--fiddler", action="append", default=[], metavar="F", help="apply the file's fiddler F")
+    p.add_argument("--executor", choices=("local", "slurm", "debug"), help="check it as a launch with this executor")
+    return p
+
+
 def _command_parser(command: str) -> argparse.ArgumentParser:
     p = _Parser(prog=f"launch.py {command}")
     p.add_argument("run_dir", type=Path)
@@ -92,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_command(command: str, rest: list[str]) -> int:
+    if command == "prepare":
+        from ppo.launch.prepare import Request
+        from ppo.launch.prepare_command import prepare_inputs
+
+        args = _prepare_parser().parse_intermixed_args(rest)
+        return prepare_inputs(Request(args.file, args.overrides, args.fiddler, args.executor))
     from ppo.launch import commands
 
     args = _command_parser(command).parse_args(rest)

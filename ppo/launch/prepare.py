@@ -9,9 +9,15 @@ The order, each step a one-line :class:`ConfigError` on failure:
 4. ``fdl.build`` (errors name the config path that failed to build);
 5. the built object has ``name``, ``executor``, ``seed``, ``validate``, ``resource_plan``, ``run``; its
    ``validate()`` and the executor's pass; ``resource_plan()`` is a list of dicts;
-6. input paths: an experiment that reads files lists the missing ones (``missing_paths()``); they are an error
+6. hub models and datasets (:mod:`ppo.launch.fetch`): a dry run lists them in ``Prepared.hub_inputs`` (here, or
+   to fetch) and refuses, where input paths count (below), one that ``HF_HUB_OFFLINE`` keeps from being fetched;
+7. input paths: an experiment that reads files lists the missing ones (``missing_paths()``); they are an error
    where the run would read them from this machine's filesystem (:func:`paths_required`), else they are kept in
-   ``Prepared.missing_paths`` for the dry run to report.
+   ``Prepared.missing_paths`` for the dry run to report.  The data files that are here are checked against their
+   loaders' columns (``check_inputs()``);
+8. not a dry run: the hub models and datasets are fetched (or found in the cache) and the config's fields set to
+   their local paths (marked ``# <- fetched <id>``), then steps 3-7 run again on that config, which is what the run
+   directory stores: a job reads local paths only.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from ppo.config.loading import ExperimentFile, describe, load_experiment
 from ppo.config.paths import is_node, locate, required_unset
 from ppo.config.printing import EditLog
 from ppo.config.serialization import from_json, to_json
+from ppo.launch import fetch
 from ppo.launch.executors import EXECUTORS, LocalExecutor, SlurmExecutor
 
 PROTOCOL = ("name", "executor", "seed", "validate", "resource_plan", "run")
@@ -57,6 +64,8 @@ class Prepared:
     plan: list[dict]
     config_json: str
     missing_paths: list[str] = dataclasses.field(default_factory=list)
+    hub_inputs: list[str] = dataclasses.field(default_factory=list)
+    """A dry run's line for each hub model or dataset: here (where), or what a launch would fetch."""
 
     @property
     def name(self) -> str:
@@ -76,6 +85,17 @@ def prepare(request: Request) -> Prepared:
         edits.apply("--name", lambda: ov.apply_override(cfg, ov.Override("name", request.name, f"name={request.name}")))
     for text in request.overrides:
         edits.apply(f"override {text}", lambda text=text: _apply_override(file, cfg, text))
+    prepared = _check(request, file, cfg, edits)
+    inputs = fetch.hub_inputs(prepared.experiment)
+    if inputs and not request.dry_run:
+        resolved = _call_check(lambda: fetch.resolve(inputs, fetch.say_on_stderr), "fetching")
+        fetch.pin(cfg, edits, inputs, resolved)
+        prepared = _check(request, file, cfg, edits)
+    return prepared
+
+
+def _check(request: Request, file: ExperimentFile, cfg: fdl.Buildable, edits: EditLog) -> Prepared:
+    """Steps 3-7 of the module docstring on the configured graph."""
     missing = required_unset(cfg)
     if missing:
         raise ConfigError(f"config path '{missing[0]}' is required but unset; set it in config() or on the command "
@@ -95,11 +115,23 @@ def prepare(request: Request) -> Prepared:
         raise ConfigError(f"resource_plan() must return a list of dicts, got {type(plan).__name__}")
     if isinstance(executor, SlurmExecutor) and hasattr(experiment, "node_request"):
         executor = experiment.executor = request_node_resources(executor, experiment)
+    hub = []
+    if request.dry_run:
+        inputs = fetch.hub_inputs(experiment)
+        refused = _call_check(lambda: fetch.unavailable(inputs), "looking up hub ids")
+        if refused and paths_required(executor, request.dry_run):
+            raise ConfigError(_first_of(refused))
+        hub = fetch.dry_run_lines(inputs)
     missing = _call_check(getattr(experiment, "missing_paths", list), "missing_paths()")
     if missing and paths_required(executor, request.dry_run):
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ConfigError(f"{missing[0]}{more}")
-    return Prepared(request, file, cfg, edits, experiment, executor, plan, config_json, list(missing))
+        raise ConfigError(_first_of(missing))
+    _call_check(getattr(experiment, "check_inputs", lambda: None), "check_inputs()")
+    return Prepared(request, file, cfg, edits, experiment, executor, plan, config_json, list(missing), hub)
+
+
+def _first_of(problems: list[str]) -> str:
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{problems[0]}{more}"
 
 
 def request_node_resources(executor: SlurmExecutor, experiment: Any) -> SlurmExecutor:

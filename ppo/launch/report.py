@@ -1,5 +1,6 @@
-"""What ``--dry-run`` prints: the flattened config with what changed, the resource plan, the executor, the input
-paths a SLURM job's dry run could not find here, the sbatch script."""
+"""What ``--dry-run`` prints: the flattened config with what changed, the resource plan, the executor, the hub models
+and datasets (here, or what a launch fetches), the input paths a SLURM job's dry run could not find here, the sbatch
+script."""
 
 from __future__ import annotations
 
@@ -71,6 +72,10 @@ def dry_run_text(prepared: Prepared, run_dir: Path, sbatch: str | None) -> str:
         executor_line(prepared.executor),
         f"run directory: {run_dir} (not created by --dry-run)",
     ]
+    if prepared.hub_inputs:
+        parts += ["", "== hub models and datasets (a launch fetches what is not here before anything is created or "
+                      "queued, and the run's config names the local paths; --dry-run fetches nothing)",
+                  *prepared.hub_inputs]
     if prepared.missing_paths:
         parts += ["", "== input paths not on this machine (the job reads them on the cluster; a submission from a "
                       "host that shares its filesystem checks them first, and node 0 when the job starts)",

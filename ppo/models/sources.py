@@ -3,6 +3,10 @@ run creates (the embedded CPU default cannot download one).
 
 ``validate()`` checks the settings alone; ``missing_paths()`` lists what is not on this machine's filesystem, one
 line each, because a checkpoint may be a path on a cluster that is not here (see ``Experiment.missing_paths``).
+
+A checkpoint may be named by its hub id instead (``Qwen/Qwen2.5-1.5B``, ``Qwen/Qwen2.5-1.5B@<revision>``;
+:mod:`ppo.models.hub`): the launcher fetches it into the HF cache and the run's stored config names the snapshot
+folder (:mod:`ppo.launch.fetch`).  Until then the cached snapshot, if any, is read where the folder would be.
 """
 
 from __future__ import annotations
@@ -12,40 +16,55 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ppo.models.architecture import Architecture
+from ppo.models.hub import cached_model, parse_model_id
 
 SHAPE_FIELDS = ("num_attention_heads", "num_key_value_heads", "intermediate_size", "num_hidden_layers", "vocab_size")
 
 
 @dataclass
 class HFCheckpoint:
-    """A local HF checkpoint directory (config.json, safetensors, tokenizer).
+    """A HF checkpoint (config.json, safetensors, tokenizer): a local directory, or a hub id (``org/name[@revision]``).
 
     ``config``: the checkpoint's ``config.json`` fields as the recipe knows them (from the model's hub page), so a
     dry run on a host without the checkpoint can still check layouts against the model's shape and plan its memory;
     the file itself wins wherever it can be read.
     """
 
+    HUB_FIELDS = {"path": "model"}
+
     path: str
     config: dict | None = None
 
     def validate(self) -> None:
         if not isinstance(self.path, str) or not self.path:
-            raise ValueError("model path is empty: give the directory of a HF checkpoint (config.json, weights)")
+            raise ValueError("model path is empty: give the directory of a HF checkpoint (config.json, weights) or a "
+                             "hub id (org/name)")
+
+    def local_path(self) -> Path | None:
+        """The folder the checkpoint is in here: ``path``, or a hub id's cached snapshot (None when not cached)."""
+        model = parse_model_id(self.path)
+        return Path(self.path) if model is None else cached_model(model)
 
     def missing_paths(self) -> list[str]:
-        if (Path(self.path) / "config.json").is_file():
-            return []
-        return [f"model path {self.path} has no config.json (a local HF checkpoint directory is needed)"]
+        if parse_model_id(self.path) is not None or (Path(self.path) / "config.json").is_file():
+            return []  # a hub id is the launcher's to fetch
+        return [f"model path {self.path} has no config.json (a local HF checkpoint directory, or a hub id org/name, "
+                "is needed)"]
 
     def materialize(self, run_dir: Path, task) -> Path:
-        return Path(self.path)
+        folder = self.local_path()
+        if folder is None:
+            raise FileNotFoundError(f"model {self.path} is not in the HF cache: launch.py fetches hub ids before a "
+                                    "run starts (python launch.py prepare FILE)")
+        return folder
 
     def hf_config(self) -> tuple[dict, str] | None:
         """``(config.json's fields, where they came from)``: the file when it can be read here, else the recipe's
         ``config``, else None."""
+        folder = self.local_path()
         try:
-            return json.loads((Path(self.path) / "config.json").read_text()), "config.json"
-        except (OSError, ValueError):
+            return json.loads((folder / "config.json").read_text()), "config.json"
+        except (OSError, ValueError, TypeError):  # TypeError: no folder (a hub id not in the cache)
             return (dict(self.config), "the recipe") if self.config else None
 
     def shape(self, task) -> dict | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ppo.models import layers
+from ppo.models.hub import parse_model_id
 from ppo.models.optim import OptimizerSettings
 from ppo.models.parallel import ParallelConfig
 from ppo.models.recompute import Recompute
@@ -103,8 +104,11 @@ class MegatronCritic(MegatronModelSpec):
     ``model_path=None`` starts from the policy's initial weights (after any warm start) with a random head.  To start
     from an earlier run's critic, give that run's checkpoint step directory (``<run>/checkpoints/step_N``, any
     parallel layout) or its HF export (``<run>/export/critic``, with ``trainer.export_hf=True``; any HF directory
-    whose ``score.weight`` is a value head works too).  The optimizer starts fresh either way.
+    whose ``score.weight`` is a value head works too), or a hub id (``org/name[@revision]``, fetched by the launcher
+    like ``model.path``: :mod:`ppo.models.hub`).  The optimizer starts fresh either way.
     """
+
+    HUB_FIELDS = {"model_path": "model"}
 
     model_path: str | None = None
     value_clip: float | None = 0.2
@@ -136,7 +140,9 @@ class MegatronCritic(MegatronModelSpec):
         return str(step / "critic") if (step / "trainer_state.json").is_file() and (step / "critic").is_dir() else None
 
     def missing_paths(self) -> list[str]:
-        if self.model_path is None or self.init_checkpoint() or (Path(self.model_path) / "config.json").is_file():
+        if self.model_path is None or parse_model_id(self.model_path) is not None:
+            return []  # a hub id is the launcher's to fetch
+        if self.init_checkpoint() or (Path(self.model_path) / "config.json").is_file():
             return []
         return [f"critic.model_path: {self.model_path} is neither an HF checkpoint directory (config.json) nor a run's "
                 f"checkpoint step holding critic/"]

@@ -2,7 +2,9 @@
 
 The rule (:func:`ppo.launch.prepare.paths_required`): local and debug runs need their inputs on this machine, in a
 dry run too; a SLURM submission checks them on the submitting host unless ``executor.check_paths=False``; a SLURM
-dry run only lists the missing ones.  Node 0 checks them again when the job starts (``Experiment.run``).
+dry run only lists the missing ones.  Node 0 checks them again when the job starts (``Experiment.run``).  The
+recipes name their model and data by hub id, which a launch fetches (``tests/hub``); the tests here give local
+paths instead, as on a cluster that keeps its own copies (:data:`CLUSTER_PATHS`).
 """
 
 import json
@@ -15,6 +17,7 @@ from ppo.config.errors import ConfigError
 from ppo.experiment import ExperimentError
 from ppo.launch.prepare import Request, prepare
 from tests.experiments.conftest import REPO
+from tests.hub.cache import AIME_ROWS, DAPO_ROWS, parquet_bytes
 
 
 @pytest.fixture(autouse=True)
@@ -32,39 +35,59 @@ def refusal(recipe: str, *overrides: str, **kwargs) -> str:
     return str(err.value)
 
 
+CLUSTER_PATHS = ["model.path=/shared/models/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+                 "task.train_path=/shared/data/DAPO-Math-17k/data/dapo-math-17k.parquet",
+                 "task.val_path=/shared/data/AIME-2024/data/aime-2024.parquet"]
+"""dsr1_7b's inputs as local paths of a cluster that are not on this machine."""
+
+
 def local_inputs(tmp_path) -> list[str]:
-    """Overrides pointing dsr1_7b's model and data at files that exist here."""
+    """Overrides pointing dsr1_7b's model and data at files that exist here (data files in their loaders' schemas)."""
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"]))
-    for name in ("train.parquet", "aime.parquet"):
-        (tmp_path / name).write_text("")
+    (tmp_path / "train.parquet").write_bytes(parquet_bytes(DAPO_ROWS))
+    (tmp_path / "aime.parquet").write_bytes(parquet_bytes(AIME_ROWS))
     return [f"model.path={tmp_path / 'model'}", f"task.train_path={tmp_path / 'train.parquet'}",
             f"task.val_path={tmp_path / 'aime.parquet'}"]
 
 
 def test_a_slurm_dry_run_lists_the_inputs_it_cannot_find_here():
-    prepared = prep("dsr1_7b")
+    prepared = prep("dsr1_7b", *CLUSTER_PATHS)
     assert prepared.missing_paths == [
         "model: model path /shared/models/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B has no config.json (a local HF "
-        "checkpoint directory is needed)",
+        "checkpoint directory, or a hub id org/name, is needed)",
         "task: DAPO-Math file not found: /shared/data/DAPO-Math-17k/data/dapo-math-17k.parquet",
         "task: AIME 2024 file not found: /shared/data/AIME-2024/data/aime-2024.parquet",
     ]
+    assert prepared.hub_inputs == []
+
+
+def test_hub_ids_are_not_missing_paths_but_inputs_to_fetch():
+    prepared = prep("dsr1_7b")
+    assert prepared.missing_paths == []
+    assert [line.split(":")[0] for line in prepared.hub_inputs] == [
+        "model.path = deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "task.train_path = BytedTsinghua-SIA/DAPO-Math-17k",
+        "task.val_path = BytedTsinghua-SIA/AIME-2024"]
 
 
 def test_a_slurm_submission_needs_its_inputs_on_the_submitting_host():
-    message = refusal("dsr1_7b", dry_run=False)
+    message = refusal("dsr1_7b", *CLUSTER_PATHS, dry_run=False)
     assert message == ("model: model path /shared/models/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B has no config.json "
-                       "(a local HF checkpoint directory is needed) (and 2 more)")
+                       "(a local HF checkpoint directory, or a hub id org/name, is needed) (and 2 more)")
+    assert refusal("dsr1_7b", dry_run=False).startswith(  # the tests run offline, with an empty HF cache
+        "model.path: deepseek-ai/DeepSeek-R1-Distill-Qwen-7B is not in the HF cache (")
 
 
 def test_check_paths_false_leaves_them_to_the_job():
-    prepared = prep("dsr1_7b", "executor.check_paths=False", dry_run=False)
+    prepared = prep("dsr1_7b", *CLUSTER_PATHS, "executor.check_paths=False", dry_run=False)
     assert len(prepared.missing_paths) == 3
 
 
 def test_a_local_run_needs_its_inputs_here_in_a_dry_run_too():
-    assert refusal("math_1b", executor="local").startswith("model: model path /shared/models/Qwen/Qwen2.5-1.5B has no")
+    assert refusal("math_1b", "model.path=/shared/models/Qwen/Qwen2.5-1.5B", *CLUSTER_PATHS[1:],
+                   executor="local").startswith(
+        "model: model path /shared/models/Qwen/Qwen2.5-1.5B has no")
+    assert refusal("math_1b", executor="local").startswith("model.path: Qwen/Qwen2.5-1.5B is not in the HF cache (")
 
 
 def test_inputs_that_exist_pass_everywhere(tmp_path):
@@ -74,7 +97,7 @@ def test_inputs_that_exist_pass_everywhere(tmp_path):
 
 
 def test_the_job_checks_its_inputs_before_starting_the_trainer(tmp_path):
-    experiment = fdl.build(prep("dsr1_7b").cfg)
+    experiment = fdl.build(prep("dsr1_7b", *CLUSTER_PATHS).cfg)
     with pytest.raises(ExperimentError, match=r"^model: model path .* \(and 2 more\)$"):
         experiment.run(tmp_path)
 
