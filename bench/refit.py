@@ -37,7 +37,7 @@ def main() -> None:
     from ppo.data.tokenizer import build_gsm8k_tokenizer
     from ppo.models.tiny import create_tiny_model
     from ppo.rollout.engine import VLLMGeneration
-    from ppo.workers.generation import start_generation_worker
+    from ppo.workers.generation import EnginePool, start_generation_worker
     from ppo.workers.group import PolicyGroup
     from ppo.workers.placement import reserve
     from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
@@ -63,7 +63,7 @@ def main() -> None:
             actors = [start_generation_worker(cfg, e, **placement.options("generation", e)) for e in range(engines)]
             ray.get([a.ready.remote() for a in actors])
             routes = plan.refit_routes()
-            refitter = Refitter(policy, actors, routes, cfg.refit_bucket_bytes)
+            refitter = Refitter(policy, EnginePool(actors), routes, cfg.refit_bucket_bytes)
             stats = [refitter() for _ in range(args.repeats)]
             gigabytes = stats[0]["refit_bytes"] / 1e9
             seconds = statistics.median(s["refit_seconds"] for s in stats)

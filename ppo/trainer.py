@@ -37,20 +37,15 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from ppo.algorithms.advantages import estimate_advantages
-from ppo.algorithms.critic_loss import explained_variance
 from ppo.algorithms.kl import KLController, kl_penalty
 from ppo.algorithms.masked import masked_mean, masked_var
-from ppo.algorithms.metrics import between_prompt_share, mean_by_group, reduce_metrics
-from ppo.algorithms.rewards import (
-    answer_char_credit,
-    overlong_penalty,
-    scale_rewards,
-    token_level_rewards,
-    whiten_rewards,
-)
+from ppo.algorithms.metrics import mean_by_group
+from ppo.algorithms.rewards import shape_rewards, token_level_rewards, whiten_rewards
 from ppo.algorithms.sampling import dynamic_sampling_mask
 from ppo.data import PromptLoader
 from ppo.envs.math_env import MathEnvironment
+from ppo.loop.schedules import critic_schedule
+from ppo.loop.step_metrics import batch_metrics, environment_metrics, skipped_updates, update_metrics
 from ppo.metrics import MetricsWriter
 from ppo.metrics.wandb_sink import WandbSink
 from ppo.models.export import save_weights, write_hf_export
@@ -59,7 +54,7 @@ from ppo.rollout.critic_view import with_prefixes, without_prefixes
 from ppo.rollout.engine import Sample, SamplingConfig
 from ppo.seeds import derive_seed
 from ppo.trainer_settings import MISMATCH_PROBE_EVERY, PPOSettings
-from ppo.workers.deadline import WorkerTimeout, get_within
+from ppo.workers.deadline import WorkerTimeout
 from ppo.workers.generation import EnginePool, start_generation_worker
 from ppo.workers.group import PolicyGroup, ValueGroup
 from ppo.workers.logs import LOGS
@@ -67,7 +62,7 @@ from ppo.workers.memory import REFIT_STEPS
 from ppo.workers.placement import check_cluster_shape, cluster_shape, reserve
 from ppo.workers.ray_runtime import connect_or_start
 from ppo.workers.refit import Refitter
-from ppo.workers.traffic import Shipper, nbytes
+from ppo.workers.traffic import Shipper
 
 CHECKPOINTS = "checkpoints"
 PARTIAL = ".partial"
@@ -93,15 +88,30 @@ class PPOTrainer:
         self.exp = experiment
         self.cfg: PPOSettings = experiment.trainer
         self.run_dir = Path(run_dir)
+        # counters and the loop's own state (a checkpoint keeps step, loader, kl and bad_steps)
+        self.step = 0
+        self.bad_steps = 0
+        self.kl = KLController(self.cfg.kl_in_reward_coef, target=self.cfg.kl_target)
+        self.estimator = experiment.advantage
+        self.loader: PromptLoader | None = None
+        # timings: this step's phases, the steps' totals (for the ETA), and what went before step 1
         self.timings: dict[str, float] = {}
+        self.current_phase = "setup"  # named in a worker timeout's message
         self.step_times: list[float] = []
         self.setup_timings: dict[str, float] = {}  # logged with step 0: where the time before the first step went
         self.warm_start_metrics: dict[str, float] = {}  # logged with step 0: where the warm start landed
+        # the workers and what drives them, made by setup()
+        self.owns_ray = False
+        self.env: MathEnvironment | None = None
+        self.metrics: MetricsWriter | None = None
+        self.wandb: WandbSink | None = None
+        self.placement = self.policy = self.critic = self.engines = self.refitter = self.shipper = None
+        self.schedule = None  # how the critic's work interleaves with the policy's (ppo.loop.schedules)
+        self.refit_stats: dict[str, float] = {}
         self.phase = "train"  # the workers are built on the device; the first refit hands it to generation
-        # trainer.critic_beside_generation: the next step's batch, collected while the critic trained (and the
-        # loader's state before it, which a checkpoint keeps so that a resumed run collects that batch again)
-        self.beside_generation = False  # the plan decides (Experiment.critic_trains_beside_generation)
-        # the next step's batch collected beside the critic: (batch, env metrics, timings, driver bytes it cost)
+        # trainer.critic_beside_generation: the next step's batch, collected while the critic trained, with its env
+        # metrics, timings and the driver bytes it cost (and the loader's state before it, which a checkpoint keeps
+        # so that a resumed run collects that batch again)
         self.prefetched: tuple[dict, dict, dict, int] | None = None
         self.loader_state_before_prefetch: dict | None = None
 
@@ -121,10 +131,6 @@ class PPOTrainer:
         self.val_records = exp.task.val_records()[: cfg.val_prompts] if cfg.val_prompts else exp.task.val_records()
         self.loader = PromptLoader(self.train_records, cfg.prompts_per_step, seed=exp.seed)
         self.env = MathEnvironment(num_workers=cfg.math_workers)
-        self.kl = KLController(cfg.kl_in_reward_coef, target=cfg.kl_target)
-        self.estimator = exp.advantage
-        self.step = 0
-        self.bad_steps = 0
         print(f"[ppo] run dir {self.run_dir}", flush=True)
         workers_started = time.perf_counter()
         self.start_workers()
@@ -165,16 +171,7 @@ class PPOTrainer:
             self.warm_start()
         if needs_reference and self.cfg.warm_start_steps:
             self.anchor_reference()
-        self.critic = None
-        if self.estimator.needs_critic:
-            critic_init, init_checkpoint = None, exp.critic.init_checkpoint()
-            if exp.critic.model_path is None:  # the critic starts from the (warm-started) policy
-                critic_init = self.policy.export_to_store()  # put once by policy rank 0: never by value per rank
-            own_model = exp.critic.model_path is not None and not init_checkpoint
-            architecture = exp.critic.model_path if own_model else self.model_path
-            self.critic = ValueGroup(exp.critic, str(architecture), hf_state=critic_init,
-                                     init_checkpoint=init_checkpoint, placement=placement, seed=exp.seed, log_dir=logs,
-                                     start_timeout_s=start_timeout)
+        self.critic = self.start_critic(placement, logs) if self.estimator.needs_critic else None
         groups = [g for g in (self.policy, self.critic) if g is not None]
         # a batch's fields go in pieces that every group's data-parallel ranks can share out
         self.shipper = Shipper(pieces=math.lcm(*(g.data_parallel for g in groups)))
@@ -185,23 +182,33 @@ class PPOTrainer:
                 group.offload()
             self.phase = "generate"  # the groups offloaded, the engines awake once built
             actors = start_engines()
-        # an engine whose workers Ray cannot schedule (a placement asking for more than its bundles hold) hangs here
-        get_within([a.ready.remote() for a in actors], start_timeout, [f"engine {e}" for e in range(len(actors))],
-                   "its start (trainer.start_timeout_s)")
         self.engines = EnginePool(actors, timeout_s=self.cfg.worker_timeout_s, shipper=self.shipper)
+        self.engines.ready(start_timeout)
         for group in groups:
             group.timeout_s = self.cfg.worker_timeout_s
         self.enter_phase("train")  # where the first refit starts from: engines asleep, the groups on their GPUs
-        self.refitter = Refitter(self.policy, actors, plan.refit_routes(), generation.refit_bucket_bytes,
-                                 timeout_s=self.cfg.worker_timeout_s)
+        self.refitter = Refitter(self.policy, self.engines, plan.refit_routes(), generation.refit_bucket_bytes)
         self.record_placement(plan)
-        self.beside_generation = exp.critic_trains_beside_generation(plan)
-        if self.cfg.critic_beside_generation and self.critic is not None and not self.beside_generation:
+        beside_generation = exp.critic_trains_beside_generation(plan)
+        if self.cfg.critic_beside_generation and self.critic is not None and not beside_generation:
             print("[ppo] trainer.critic_beside_generation applies to CPU ranks only: on GPUs the critic is offloaded "
                   "while the engines generate, so it trains in order", flush=True)
+        self.schedule = critic_schedule(self, beside_generation=beside_generation)
         if resume is not None:
             self.load(resume)
         self.refit()
+
+    def start_critic(self, placement, log_dir: str) -> ValueGroup:
+        """The critic's ranks, from (by priority) a checkpoint step, a model of its own, or the (warm-started)
+        policy."""
+        exp = self.exp
+        critic_init, init_checkpoint = None, exp.critic.init_checkpoint()
+        if exp.critic.model_path is None:  # the critic starts from the (warm-started) policy
+            critic_init = self.policy.export_to_store()  # put once by policy rank 0: never by value per rank
+        own_model = exp.critic.model_path is not None and not init_checkpoint
+        architecture = exp.critic.model_path if own_model else self.model_path
+        return ValueGroup(exp.critic, str(architecture), hf_state=critic_init, init_checkpoint=init_checkpoint,
+                          placement=placement, seed=exp.seed, log_dir=log_dir, start_timeout_s=self.cfg.start_timeout_s)
 
     def anchor_reference(self) -> None:
         """After a warm start the KL reference is the warm-started policy, where RL starts (not the untrained model
@@ -224,7 +231,7 @@ class PPOTrainer:
             "nodes": plan.nodes, "gpus_per_node": plan.gpus_per_node, "used": plan.gpus_used_line(),
             "plan": {role: [[s.node, s.gpu] for s in slots] for role, slots in plan.ranks.items()},
             "routes": [vars(r) for r in plan.refit_routes()],
-            "actors": {role: group.call_all("placement_info") for role, group in groups.items() if group is not None},
+            "actors": {role: group.placement_info() for role, group in groups.items() if group is not None},
         }
         record["actors"]["generation"] = self.engines.placement_info()
         (self.run_dir / "placement.json").write_text(json.dumps(record, indent=1, default=str))
@@ -342,25 +349,6 @@ class PPOTrainer:
         batch["scores"] = rewards
         return batch, env_metrics
 
-    def shaped_rewards(self, batch: dict) -> torch.Tensor:
-        """The sequence rewards ``[B]`` after ``reward_shaping``; with ``char_credit`` it also leaves the per-token
-        credit in ``batch["char_credit"]``, which ``token_level_rewards`` keeps on its tokens."""
-        shaping = self.exp.reward_shaping
-        rewards = batch["scores"].clone()
-        if shaping.scale:
-            rewards = scale_rewards(rewards, source_min=shaping.source_min, source_max=shaping.source_max,
-                                    target_min=shaping.target_min, target_max=shaping.target_max)
-        if shaping.overlong_buffer:
-            rewards += overlong_penalty(batch["response_lengths"], buffer_length=shaping.overlong_buffer,
-                                        max_response_length=self.exp.generation.sampling.max_new_tokens,
-                                        penalty_factor=shaping.overlong_penalty)
-        if shaping.char_credit:
-            batch["char_credit"] = answer_char_credit(batch["responses"], batch["ground_truths"],
-                                                      batch["prompt_lengths"], batch["input_ids"].shape[1],
-                                                      weight=shaping.char_credit)
-            rewards += batch["char_credit"].sum(dim=-1)
-        return rewards
-
     def collect(self, step: int) -> tuple[dict, dict]:
         """One step's batch; with dynamic sampling, regenerate until enough prompt groups have a reward spread.
 
@@ -377,7 +365,10 @@ class PPOTrainer:
                                               group_offset=attempt * cfg.prompts_per_step)
             attempts.append(env_metrics)
             scores.append(batch["scores"])
-            batch["rewards"] = self.shaped_rewards(batch)
+            batch["rewards"], credit = shape_rewards(batch, self.exp.reward_shaping,
+                                                     max_new_tokens=self.exp.generation.sampling.max_new_tokens)
+            if credit is not None:
+                batch["char_credit"] = credit
             if cfg.dynamic_sampling:
                 batch = select(batch, torch.nonzero(dynamic_sampling_mask(batch["rewards"], batch["group_ids"]))[:, 0])
             if batch["input_ids"].shape[0]:
@@ -405,49 +396,22 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:
-        cfg, step = self.cfg, self.step
-        metrics: dict[str, float] = {}
+        """One PPO step: the phases of the module docstring, top to bottom."""
+        cfg = self.cfg
         self.shipper.new_step()
-        if self.prefetched is not None:
-            batch, env_metrics, timings, sent = self.prefetched
-            self.timings.update(timings)
-            self.shipper.bytes += sent  # its prompts count in the step that trains on it, as in order
-            self.prefetched = self.loader_state_before_prefetch = None
-        else:
-            with self.timed("generation"):
-                self.enter_phase("generate")
-                batch, env_metrics = self.collect(step)
+        batch, env_metrics = self.next_batch()  # generated with the weights of the last refit, scored and shaped
         mask = batch["response_mask"]
 
         self.current_phase = "values" if self.critic is not None else "logprobs"
         self.enter_phase("train")
-        temperature = self.exp.generation.sampling.temperature
-        overlap = cfg.overlap_critic and self.critic is not None
-        if overlap:  # the critic's forward pass runs while the policy computes its logprobs
-            with self.timed("values_and_logprobs"):
-                view = self.critic_view(batch)
-                values = self.critic.values_async(view)
-                probe = self.old_logprobs(batch, temperature)
-                self.current_phase = "values"
-                batch["values"] = self.from_critic_view(self.critic.wait_all(values, "values")[0], view,
-                                                         batch) * mask
-        else:
-            if self.critic is not None:
-                with self.timed("values"):
-                    view = self.critic_view(batch)
-                    batch["values"] = self.from_critic_view(self.critic.values(view), view, batch) * mask
-            with self.timed("logprobs"):
-                probe = self.old_logprobs(batch, temperature)
+        evaluation = self.schedule.evaluate(batch)  # V (critic), logp_old and logp_ref (policy)
+        batch.update(evaluation.fields())
 
-        kl = None
-        if "logp_ref" in batch:
-            kl = kl_penalty(batch["logp_old"], batch["logp_ref"], self.exp.policy.loss.kl_kind) * mask
-            metrics["train/kl_to_reference"] = masked_mean(kl, mask).item()
+        kl = self.kl_to_reference(batch)
         token_rewards = token_level_rewards(batch["rewards"], mask, kl=kl, kl_coef=self.kl.coef,
                                             placed=batch.get("char_credit"))
         if self.exp.reward_shaping.whiten_token_rewards:
             token_rewards = whiten_rewards(token_rewards, mask, shift_mean=False)
-        metrics["train/token_rewards_std"] = masked_var(token_rewards, mask).sqrt().item()
         advantages, returns = estimate_advantages(self.estimator, token_rewards=token_rewards, mask=mask,
                                                   values=batch.get("values"), sequence_rewards=batch["rewards"],
                                                   group_ids=batch["group_ids"])
@@ -455,109 +419,82 @@ class PPOTrainer:
         if returns is not None:
             batch["returns"] = returns
 
-        train_policy = step >= cfg.policy_training_start_step
-        policy_steps, critic_steps = [], []
-        critic_epochs = cfg.ppo_epochs if cfg.critic_epochs is None else cfg.critic_epochs
-        critic_minibatches = cfg.critic_minibatches or cfg.num_minibatches
-        beside_generation = self.beside_generation
-        critic_batch = self.critic_view(batch) if self.critic is not None else None  # every epoch, either order
+        train_policy = self.step >= cfg.policy_training_start_step
+        critic_batch = self.critic_view(batch) if self.critic is not None else None
         with self.timed("training"):
-            for epoch in range(max(cfg.ppo_epochs, critic_epochs)):
-                seed = derive_seed(self.exp.seed, "minibatch_order", step, epoch)
-                critic_epoch = None
-                if self.critic is not None and epoch < critic_epochs and not beside_generation:
-                    critic_epoch = self.critic.train_async(critic_batch, num_minibatches=critic_minibatches, seed=seed)
-                    if not overlap:  # the critic's epoch, then the actor's; else both at once
-                        critic_steps += self.critic.wait_all(critic_epoch, "train")[0]
-                        critic_epoch = None
-                if train_policy and epoch < cfg.ppo_epochs:
-                    policy_steps += self.policy.train(batch, num_minibatches=cfg.num_minibatches, seed=seed,
-                                                      temperature=temperature)
-                if critic_epoch is not None:
-                    critic_steps += self.critic.wait_all(critic_epoch, "train")[0]
-        skipped = sum(p.get("skipped", 0.0) for p in policy_steps + critic_steps)
-        self.bad_steps = self.bad_steps + 1 if skipped else 0
-        if self.bad_steps >= cfg.max_bad_steps_in_a_row:
-            raise TrainingStopped(f"{self.bad_steps} steps in a row had NaN/Inf gradients; stopping. The last good "
-                                  f"checkpoint is intact in {self.run_dir / CHECKPOINTS}")
-        if train_policy:
-            with self.timed("refit"):
-                self.refit()
-            metrics["train/refit_bytes"] = self.refit_stats["refit_bytes"]
-            metrics["train/refit_driver_bytes"] = self.refit_stats["refit_driver_bytes"]
-        else:
-            self.enter_phase("generate")  # critic warmup: generation keeps the initial weights
-        if beside_generation:
-            with self.timed("critic_beside_generation"):
-                critic_steps = self.train_critic_beside_generation(critic_batch, critic_epochs, critic_minibatches)
-        if kl is not None and cfg.kl_target is not None:
-            self.kl.update(metrics["train/kl_to_reference"], cfg.prompts_per_step * cfg.generations_per_prompt)
+            policy_steps, critic_steps = self.schedule.update(batch, critic_batch, train_policy=train_policy)
+        self.count_bad_steps(policy_steps + critic_steps)
+        refit_metrics = self.refit_after_update(train_policy)
+        critic_steps += self.schedule.after_refit(critic_batch)  # beside generation: the critic trains now
 
-        metrics.update(reduce_metrics(policy_steps, over="steps", prefix="train/"))
-        metrics.update(probe)  # with old_logprobs="engine", the loss compares logp_gen with itself
-        metrics.update(reduce_metrics(critic_steps, over="steps", prefix="train/critic/"))
-        metrics["train/policy_updated"] = float(train_policy)
-        # what the driver sent this step: batch fields once, calls' own arguments, prompts, refit metadata
-        metrics["train/driver_bytes"] = float(self.shipper.bytes + (self.refit_stats["refit_driver_bytes"]
-                                                                    if train_policy else 0.0))
-        metrics["train/batch_bytes"] = float(sum(nbytes(v) for v in batch.values() if torch.is_tensor(v)
-                                                 or isinstance(v, list)))
-        metrics["train/optimizer_steps"] = float(len(policy_steps))
-        if self.critic is not None:
-            metrics["train/critic/optimizer_steps"] = float(len(critic_steps))
-        metrics["train/skipped_updates"] = float(skipped)
-        metrics["train/reward"] = env_metrics.pop("reward_all_attempts")
-        metrics["train/shaped_reward"] = batch["rewards"].mean().item()
-        share = between_prompt_share(batch["rewards"], batch["group_ids"])
-        if share is not None:  # what a critic could explain from the prompt alone (compare critic/explained_var)
-            metrics["train/reward_between_prompt_share"] = share
-        if self.exp.reward_shaping.overlong_filter:
-            metrics["train/overlong_filtered"] = batch["truncated"].float().mean().item()
-        metrics.update({f"train/env/{k}": v for k, v in env_metrics.items()})
-        metrics["train/advantages/mean"] = masked_mean(advantages, mask).item()
-        trained = advantages[mask.bool()]
-        metrics["train/advantages/min"] = trained.min().item() if trained.numel() else 0.0
-        metrics["train/advantages/max"] = trained.max().item() if trained.numel() else 0.0
-        metrics["train/mean_gen_tokens_per_sample"] = batch["response_lengths"].float().mean().item()
-        metrics["train/mean_prompt_length"] = batch["prompt_lengths"].float().mean().item()
+        metrics = {"train/token_rewards_std": masked_var(token_rewards, mask).sqrt().item(), **refit_metrics}
+        if kl is not None:
+            metrics["train/kl_to_reference"] = masked_mean(kl, mask).item()
+            if cfg.kl_target is not None:
+                self.kl.update(metrics["train/kl_to_reference"], cfg.prompts_per_step * cfg.generations_per_prompt)
+        metrics.update(update_metrics(policy_steps, critic_steps, has_critic=self.critic is not None,
+                                      policy_updated=train_policy))
+        metrics.update(evaluation.probe)  # with old_logprobs="engine", the loss compares logp_gen with itself
+        metrics["train/driver_bytes"] = float(self.shipper.bytes + refit_metrics.get("train/refit_driver_bytes", 0.0))
+        metrics.update(environment_metrics(env_metrics))
+        metrics.update(batch_metrics(batch, advantages, returns,
+                                     overlong_filter=self.exp.reward_shaping.overlong_filter))
         metrics["train/kl_coef"] = self.kl.coef
-        if returns is not None:
-            values = batch["values"]
-            moments = {
-                "returns_mean": masked_mean(returns, mask), "returns_sq_mean": masked_mean(returns**2, mask),
-                "values_mean": masked_mean(values, mask),
-                "residual_sq_mean": masked_mean((returns - values) ** 2, mask),
-            }
-            metrics["train/critic/explained_var"] = explained_variance(**moments).item()
-            metrics["train/critic/returns_mean"] = moments["returns_mean"].item()
         return metrics
 
-    def train_critic_beside_generation(self, critic_batch: dict, epochs: int, num_minibatches: int) -> list[dict]:
-        """The critic's epochs on this step's batch (as :meth:`critic_view` gives it), while the engines collect the
-        next step's batch.
+    def next_batch(self) -> tuple[dict, dict]:
+        """This step's batch and its environment metrics: the one collected beside the critic's last update, or a
+        new one."""
+        if self.prefetched is None:
+            with self.timed("generation"):
+                self.enter_phase("generate")
+                return self.collect(self.step)
+        batch, env_metrics, timings, sent = self.prefetched
+        self.timings.update(timings)
+        self.shipper.bytes += sent  # its prompts count in the step that trains on it, as in order
+        self.prefetched = self.loader_state_before_prefetch = None
+        return batch, env_metrics
 
-        The two read disjoint state (the critic's weights; the policy's, refitted into the engines), so every number
-        is the one the sequential order gives: the next step's values still come from the updated critic.  The
-        collected batch waits in :attr:`prefetched`; a checkpoint taken now keeps the loader's state from before it,
-        and a resumed run collects it again (same seed, same weights)."""
-        threads = self.exp.critic.num_threads_beside_generation
-        epochs_refs = [self.critic.train_async(critic_batch, num_minibatches=num_minibatches, num_threads=threads,
-                                               seed=derive_seed(self.exp.seed, "minibatch_order", self.step, epoch))
-                       for epoch in range(epochs)]  # an actor runs its calls in order: the epochs stay sequential
-        if self.step + 1 < self.cfg.max_steps:
-            self.loader_state_before_prefetch = self.loader.state_dict()
-            outer, self.timings = self.timings, {}
-            sent = self.shipper.bytes
-            try:
-                with self.timed("generation"):
-                    self.enter_phase("generate")
-                    next_batch, env_metrics = self.collect(self.step + 1)
-                self.prefetched = (next_batch, env_metrics, self.timings, self.shipper.bytes - sent)
-                self.shipper.bytes = sent
-            finally:
-                self.timings = outer
-            self.current_phase = "critic_beside_generation"
-        return [record for refs in epochs_refs for record in self.critic.wait_all(refs, "train")[0]]
+    def prefetch(self) -> None:
+        """Collect the next step's batch now (while the critic trains beside generation) into :attr:`prefetched`.
+
+        A checkpoint taken before that step keeps the loader's state from before this batch, so that a resumed run
+        collects it again (same seed, same weights)."""
+        self.loader_state_before_prefetch = self.loader.state_dict()
+        outer, self.timings = self.timings, {}
+        sent = self.shipper.bytes
+        try:
+            with self.timed("generation"):
+                self.enter_phase("generate")
+                batch, env_metrics = self.collect(self.step + 1)
+            self.prefetched = (batch, env_metrics, self.timings, self.shipper.bytes - sent)
+            self.shipper.bytes = sent
+        finally:
+            self.timings = outer
+
+    def kl_to_reference(self, batch: dict) -> torch.Tensor | None:
+        """The per-token KL to the reference ``[B, T]`` (0 off the mask), when a KL term asked for ``logp_ref``."""
+        if "logp_ref" not in batch:
+            return None
+        return kl_penalty(batch["logp_old"], batch["logp_ref"], self.exp.policy.loss.kl_kind) * batch["response_mask"]
+
+    def count_bad_steps(self, steps: list[dict]) -> None:
+        """Stop the run after ``max_bad_steps_in_a_row`` PPO steps that each skipped an update for NaN/Inf."""
+        self.bad_steps = self.bad_steps + 1 if skipped_updates(steps) else 0
+        if self.bad_steps >= self.cfg.max_bad_steps_in_a_row:
+            raise TrainingStopped(f"{self.bad_steps} steps in a row had NaN/Inf gradients; stopping. The last good "
+                                  f"checkpoint is intact in {self.run_dir / CHECKPOINTS}")
+
+    def refit_after_update(self, policy_updated: bool) -> dict[str, float]:
+        """Hand the GPUs to generation: with the new weights when the policy was updated (its refit metrics), else
+        as they were (the critic's warm-up keeps the initial weights)."""
+        if not policy_updated:
+            self.enter_phase("generate")
+            return {}
+        with self.timed("refit"):
+            self.refit()
+        return {"train/refit_bytes": self.refit_stats["refit_bytes"],
+                "train/refit_driver_bytes": self.refit_stats["refit_driver_bytes"]}
 
     def critic_view(self, batch: dict) -> dict:
         """The batch as the critic reads it: itself, or with ``critic.reference_answer`` each row led by its reference
@@ -576,27 +513,30 @@ class PPOTrainer:
             return values
         return without_prefixes(values, view["prefix_lengths"], batch["input_ids"].shape[1])
 
-    def old_logprobs(self, batch: dict, temperature: float) -> dict[str, float]:
-        """``logp_old`` as ``trainer.old_logprobs`` says, and ``logp_ref`` under the reference when a KL term needs it.
+    def old_logprobs(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
+        """``(logp_old, logp_ref, probe)``: ``logp_old`` as ``trainer.old_logprobs`` says, ``logp_ref`` under the
+        reference when a KL term needs it (else None).
 
         From the engine, the policy still recomputes every ``MISMATCH_PROBE_EVERY``-th sample: their disagreement
-        is returned as ``train/token_mult_prob_error``, which would otherwise be 1 by construction and miss a broken
-        refit.  (Recomputed, the loss measures it over the whole batch, and nothing is returned.)"""
-        measured = {}
+        is the probe's ``train/token_mult_prob_error``, which would otherwise be 1 by construction and miss a broken
+        refit.  (Recomputed, the loss measures it over the whole batch, and the probe is empty.)"""
+        temperature = self.exp.generation.sampling.temperature
+        probe = {}
         if self.cfg.old_logprobs == "engine":
-            batch["logp_old"] = batch["logp_gen"].clone()
+            logp_old = batch["logp_gen"].clone()
             # the probe's rows of what the two logprobs need (the workers are sent its tokens only)
-            probe = select({k: batch[k] for k in ("input_ids", "segment_ids", "logp_gen", "response_mask")},
-                           range(0, batch["input_ids"].shape[0], MISMATCH_PROBE_EVERY))
-            tokens = {k: probe[k] for k in ("input_ids", "segment_ids")}
+            rows = select({k: batch[k] for k in ("input_ids", "segment_ids", "logp_gen", "response_mask")},
+                          range(0, batch["input_ids"].shape[0], MISMATCH_PROBE_EVERY))
+            tokens = {k: rows[k] for k in ("input_ids", "segment_ids")}
             recomputed = self.policy.logprobs(tokens, temperature=temperature)
-            measured["train/token_mult_prob_error"] = masked_mean(torch.exp((probe["logp_gen"] - recomputed).abs()),
-                                                                  probe["response_mask"]).item()
+            probe["train/token_mult_prob_error"] = masked_mean(torch.exp((rows["logp_gen"] - recomputed).abs()),
+                                                               rows["response_mask"]).item()
         else:
-            batch["logp_old"] = self.policy.logprobs(batch, temperature=temperature)
+            logp_old = self.policy.logprobs(batch, temperature=temperature)
+        logp_ref = None
         if self.cfg.kl_in_reward_coef > 0 or self.exp.policy.loss.kl_coef > 0:
-            batch["logp_ref"] = self.policy.logprobs(batch, temperature=temperature, reference=True)
-        return measured
+            logp_ref = self.policy.logprobs(batch, temperature=temperature, reference=True)
+        return logp_old, logp_ref, probe
 
     def validate(self) -> dict[str, float]:
         """Greedy decoding on the held-out prompts: ``validation/accuracy`` and ``validation/avg_length``, and
@@ -700,7 +640,7 @@ class PPOTrainer:
                     metrics = self.train_step()
                 except WorkerTimeout as err:
                     latest = self.latest_checkpoint()
-                    raise TrainingStopped(f"step {self.step + 1}, {getattr(self, 'current_phase', 'setup')}: {err}; "
+                    raise TrainingStopped(f"step {self.step + 1}, {self.current_phase}: {err}; "
                                           f"the last complete checkpoint is {latest or 'none (no step was saved)'}"
                                           ) from None
                 self.step += 1
@@ -756,20 +696,20 @@ class PPOTrainer:
 
     def close(self) -> None:
         """Close the logs and the math workers, end this run's actors and placement, and stop Ray if this run
-        started it (a driver that joined a runtime, such as a test's, leaves it running)."""
-
-        if getattr(self, "metrics", None) is not None:
+        started it (a driver that joined a runtime, such as a test's, leaves it running).  Safe after a setup that
+        failed part way: only what exists is closed."""
+        if self.metrics is not None:
             self.metrics.close()
             self.wandb.close()
-        if getattr(self, "env", None) is not None:
+        if self.env is not None:
             self.env.close()
         if not ray.is_initialized():
             return
-        if getattr(self, "owns_ray", True):
+        if self.owns_ray:
             ray.shutdown()
             return
-        for workers in (getattr(self, "policy", None), getattr(self, "critic", None), getattr(self, "engines", None)):
+        for workers in (self.policy, self.critic, self.engines):
             if workers is not None:
                 workers.kill()
-        if getattr(self, "placement", None) is not None:
+        if self.placement is not None:
             self.placement.release()

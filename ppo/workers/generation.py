@@ -16,7 +16,7 @@ import torch
 
 from ppo.rollout.engine import SamplingConfig, VLLMGeneration
 from ppo.workers.buckets import RefitGroup, bucket_size, open_ipc_handle, unpack
-from ppo.workers.deadline import get_within
+from ppo.workers.deadline import Pending, get_within
 from ppo.workers.logs import redirect_output, worker_log
 
 START_TIMEOUT_S = 1800.0
@@ -109,8 +109,14 @@ class EnginePool:
         self.timeout_s = timeout_s
         self.shipper = shipper
 
-    def _get(self, refs: list, what: str) -> list:
-        return get_within(refs, self.timeout_s, [f"engine {i}" for i in range(len(refs))], what)
+    def call_async(self, method: str, *args, engines: list[int] | None = None, **kwargs) -> Pending:
+        """Start ``method`` on every engine (or on ``engines``), arguments by value."""
+        chosen = range(len(self.actors)) if engines is None else engines
+        refs = [getattr(self.actors[e], method).remote(*args, **kwargs) for e in chosen]
+        return Pending(refs, [f"engine {e}" for e in chosen], f"'{method}'", self.timeout_s)
+
+    def call_all(self, method: str, *args, **kwargs) -> list:
+        return self.call_async(method, *args, **kwargs).wait()
 
     def __len__(self) -> int:
         return len(self.actors)
@@ -119,22 +125,27 @@ class EnginePool:
                  seed: int | None = None) -> list:
         """Samples for ``prompts`` in prompt order; engine *k* generates the *k*-th contiguous slice."""
         bounds = [(a, b) for a, b in shard_bounds(len(prompts), len(self.actors)) if b > a]
-        refs = []
-        for actor, (a, b) in zip(self.actors, bounds):
+        parts = []
+        for engine, (a, b) in enumerate(bounds):
             if self.shipper is not None:
                 self.shipper.count_call((prompts[a:b], sampling, seed), {"first_index": a})
-            refs.append(actor.generate.remote(prompts[a:b], sampling, seed, first_index=a))
-        return [group for part in self._get(refs, "'generate'") for group in part]
+            parts.append(self.call_async("generate", prompts[a:b], sampling, seed, first_index=a, engines=[engine]))
+        return [group for part in Pending.join(parts, "'generate'").wait() for group in part]
 
     def sleep(self) -> None:
-        self._get([a.sleep.remote() for a in self.actors], "'sleep'")
+        self.call_all("sleep")
 
     def wake_up(self, tags: tuple[str, ...] | None = None) -> None:
         """Wake every engine (``tags``: only that memory, see :meth:`ppo.rollout.vllm_engine.VLLMEngine.wake_up`)."""
-        self._get([a.wake_up.remote(tags) for a in self.actors], "'wake_up'")
+        self.call_all("wake_up", tags)
+
+    def ready(self, timeout_s: float | None) -> None:
+        """Wait until every engine has started (an engine whose workers Ray cannot schedule would hang here)."""
+        Pending([a.ready.remote() for a in self.actors], [f"engine {e}" for e in range(len(self.actors))],
+                "its start (trainer.start_timeout_s)", timeout_s).wait()
 
     def placement_info(self) -> list[dict]:
-        return self._get([a.placement_info.remote() for a in self.actors], "'placement_info'")
+        return self.call_all("placement_info")
 
     def kill(self) -> None:
         for actor in self.actors:

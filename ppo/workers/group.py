@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ray
 
-from ppo.workers.deadline import get_within
+from ppo.workers.deadline import Pending
 from ppo.workers.logs import worker_log
 from ppo.workers.placement import cpu_placement
 from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
@@ -70,9 +70,9 @@ class WorkerGroup:
     """Each rank's data-parallel index (Megatron's tp-cp-dp order, of ``data_parallel``), for the pieces of a batch
     it is sent."""
 
-    def call_async(self, method: str, *args, **kwargs) -> list:
-        """Start ``method`` on every rank; the object references, one per rank.  With a :attr:`shipper`, a batch
-        argument goes as a reference to the rank's share (:mod:`ppo.workers.traffic`)."""
+    def call_async(self, method: str, *args, **kwargs) -> Pending:
+        """Start ``method`` on every rank.  With a :attr:`shipper`, a batch argument goes as a reference to the
+        rank's share (:mod:`ppo.workers.traffic`)."""
         refs = []
         for rank, actor in enumerate(self.actors):
             rank_args = args
@@ -81,19 +81,20 @@ class WorkerGroup:
                                   for a in args)
                 self.shipper.count_call(rank_args, kwargs)
             refs.append(getattr(actor, method).remote(*rank_args, **kwargs))
-        return refs
+        names = [f"{self.role} rank {rank}" for rank in range(len(self.actors))]
+        return Pending(refs, names, f"'{method}'", self.timeout_s)
+
+    def call_rank_async(self, rank: int, method: str, *args, **kwargs) -> Pending:
+        """Start ``method`` on one rank only (a refit's sender), arguments by value."""
+        ref = getattr(self.actors[rank], method).remote(*args, **kwargs)
+        return Pending([ref], [f"{self.role} rank {rank}"], f"'{method}'", self.timeout_s)
 
     def call(self, method: str, *args, **kwargs):
-        return self.call_all(method, *args, **kwargs)[0]
+        return self.call_async(method, *args, **kwargs).first()
 
     def call_all(self, method: str, *args, **kwargs) -> list:
         """Every rank's answer, in rank order."""
-        return self.wait_all(self.call_async(method, *args, **kwargs), method)
-
-    def wait_all(self, refs: list, method: str) -> list:
-        """Every rank's answer to a :meth:`call_async` of ``method``, in rank order (within ``timeout_s``)."""
-        names = [f"{self.role} rank {rank}" for rank in range(len(self.actors))]
-        return get_within(refs, self.timeout_s, names, f"'{method}'")
+        return self.call_async(method, *args, **kwargs).wait()
 
     def kill(self) -> None:
         for actor in self.actors:
@@ -116,6 +117,10 @@ class MegatronGroup(WorkerGroup):
 
     def onload(self) -> None:
         self.call("onload")
+
+    def placement_info(self) -> list[dict]:
+        """Where each rank reports it runs (node IP, GPU IDs, its world's MASTER_ADDR)."""
+        return self.call_all("placement_info")
 
 
 class PolicyGroup(MegatronGroup):
@@ -155,7 +160,7 @@ class PolicyGroup(MegatronGroup):
     def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list:
         return self.call("prepare_refit", senders, bucket_bytes)
 
-    def finish_refit_async(self) -> list:
+    def finish_refit_async(self) -> Pending:
         return self.call_async("finish_refit")
 
 
@@ -179,13 +184,13 @@ class ValueGroup(MegatronGroup):
     def train(self, batch: dict, *, num_minibatches: int, seed: int) -> list[dict]:
         return self.call("train", batch, num_minibatches=num_minibatches, seed=seed)
 
-    def train_async(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list:
-        """Start :meth:`train` (with ``num_threads`` torch threads for its duration, if given); :meth:`wait_all`
-        (``"train"``) gives each rank's answer."""
+    def train_async(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> Pending:
+        """Start :meth:`train` (with ``num_threads`` torch threads for its duration, if given); ``.first()`` gives
+        the epoch's optimizer-step records."""
         return self.call_async("train", batch, num_minibatches=num_minibatches, seed=seed, num_threads=num_threads)
 
-    def values_async(self, batch: dict) -> list:
-        """Start :meth:`values`; :meth:`wait_all` (``"values"``) gives each rank's answer."""
+    def values_async(self, batch: dict) -> Pending:
+        """Start :meth:`values`; ``.first()`` gives V ``[B, T]``."""
         return self.call_async("values", batch)
 
 

@@ -21,32 +21,30 @@ import pickle
 import time
 
 from ppo.workers.buckets import bucket_size
-from ppo.workers.deadline import get_within
+from ppo.workers.deadline import Pending
 from ppo.workers.plan import RefitRoute
 
 
 class Refitter:
-    """The driver's side of a refit: tells the policy ranks and the engines what to send and receive, per bucket."""
+    """The driver's side of a refit: tells the policy ranks and the engines what to send and receive, per bucket.
+    Every call goes through the policy group or the engine pool, and every wait has their deadline (a hung broadcast
+    fails the run naming who did not answer)."""
 
-    def __init__(self, policy, engines: list, routes: list[RefitRoute], bucket_bytes: int,
-                 timeout_s: float | None = None):
-        """``timeout_s``: how long each wait on the ranks and engines may take (a hung broadcast fails the run)."""
+    def __init__(self, policy, engines, routes: list[RefitRoute], bucket_bytes: int):
+        """``policy``: a :class:`ppo.workers.group.PolicyGroup`; ``engines``: a
+        :class:`ppo.workers.generation.EnginePool`."""
         self.policy = policy
         self.engines = engines
         self.routes = routes
         self.bucket_bytes = bucket_bytes
-        self.timeout_s = timeout_s
         self.broadcast_engines = [r.engine for r in routes if r.transport == "broadcast"]
         if self.broadcast_engines:
-            host, port = self._get([policy.actors[0].refit_address.remote()], "refit_address")[0]
+            host, port = policy.call_rank_async(0, "refit_address").first()
             world = 1 + len(self.broadcast_engines)
-            joins = [policy.actors[0].join_refit_group.remote(host, port, 0, world)]
-            joins += [engines[e].join_refit_group.remote(host, port, i + 1, world)
+            joins = [policy.call_rank_async(0, "join_refit_group", host, port, 0, world)]
+            joins += [engines.call_async("join_refit_group", host, port, i + 1, world, engines=[e])
                       for i, e in enumerate(self.broadcast_engines)]
-            self._get(joins, "join_refit_group")
-
-    def _get(self, refs: list, what: str) -> list:
-        return get_within(refs, self.timeout_s, [f"refit call {k}" for k in range(len(refs))], what)
+            Pending.join(joins, "'join_refit_group'").wait()
 
     @property
     def senders(self) -> list[int]:
@@ -57,18 +55,19 @@ class Refitter:
         buckets = self.policy.prepare_refit(self.senders, self.bucket_bytes)
         driver_bytes = len(pickle.dumps(buckets))
         for i, bucket in enumerate(buckets):
-            work = self.policy.call_async("stage_refit_bucket", i)  # every rank: the TP gather of this bucket only
+            work = [self.policy.call_async("stage_refit_bucket", i)]  # every rank: the TP gather of this bucket only
             for route in self.routes:
                 if route.transport == "ipc":
-                    handle = self.policy.actors[route.sender].refit_handle.remote(i)
-                    work.append(self.engines[route.engine].load_ipc.remote(handle, bucket))
+                    # the handle goes from the sender to its engine as an object reference the driver never fetches
+                    (handle,) = self.policy.call_rank_async(route.sender, "refit_handle", i).refs
+                    work.append(self.engines.call_async("load_ipc", handle, bucket, engines=[route.engine]))
             if self.broadcast_engines:
-                work.append(self.policy.actors[0].broadcast_bucket.remote(i))
-                work += [self.engines[e].load_broadcast.remote(bucket) for e in self.broadcast_engines]
-            done = self._get(work, f"bucket {i} of the refit")
+                work.append(self.policy.call_rank_async(0, "broadcast_bucket", i))
+                work.append(self.engines.call_async("load_broadcast", bucket, engines=self.broadcast_engines))
+            done = Pending.join(work, f"bucket {i} of the refit").wait()
             driver_bytes += len(pickle.dumps(done))
-        done = self._get([engine.finish_refit.remote() for engine in self.engines] + self.policy.finish_refit_async(),
-                         "finish_refit")
+        done = Pending.join([self.engines.call_async("finish_refit"), self.policy.finish_refit_async()],
+                            "'finish_refit'").wait()
         driver_bytes += len(pickle.dumps(done))
         weight_bytes = sum(bucket_size(b) for b in buckets)
         return {"refit_seconds": time.perf_counter() - started, "refit_bytes": float(weight_bytes),
