@@ -2,6 +2,9 @@
 ``launch.py prepare``) resolves them before anything is created, and the run's config names the local paths; what
 cannot be had, or a dataset without a column its loader reads, is one line and exit 2 before launch."""
 
+import contextlib
+import io
+
 import fiddle as fdl
 
 from ppo.config.serialization import from_json
@@ -10,9 +13,17 @@ from ppo.launch.report import dry_run_text
 from ppo.launch.rundir import write_run_dir
 from tests.hub.cache import DAPO_ROWS, parquet_bytes
 from tests.hub.conftest import MATH_1B, REPO, cache_aime, cache_dapo_math
-from tests.launch.conftest import run_launch
+from tests.launch.conftest import launch_script
 
 TINY = "model.path=test-org/tiny-qwen"
+
+
+def run_launch(*argv: str, cwd) -> tuple[int, str, str]:
+    """``python launch.py ARGV`` in this process, in ``cwd``: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = launch_script().main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
 
 
 def test_a_dry_run_resolves_a_cached_id_to_its_snapshot_and_fetches_nothing(cached_model_folder, caches):
@@ -110,7 +121,7 @@ def test_prepare_offline_is_one_line_for_what_is_not_cached(caches, tmp_path):
 
 
 def test_prepare_of_an_experiment_without_hub_ids_does_nothing(caches):
-    rc, out, err = run_launch("prepare", "experiments/tiny_cpu.py")
+    rc, out, err = run_launch("prepare", "experiments/tiny_cpu.py", cwd=REPO)
     assert (rc, out) == (0, "nothing to fetch: experiments/tiny_cpu.py names no hub model or dataset\n"), err
 
 
