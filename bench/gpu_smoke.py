@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from ppo.workers.ports import free_port  # noqa: E402
+from ppo.cluster.ports import free_port  # noqa: E402
 
 
 def memory(device: torch.device) -> str:
@@ -79,7 +79,7 @@ def build_workers(model_dir: str, dtype: str):
 def rollout_batch(vocab: int) -> dict:
     """A batch as the driver sends it: on the CPU, rows of different lengths, every field the losses read."""
     from ppo.rollout.batch import build_rollout_batch
-    from ppo.rollout.engine import Sample
+    from ppo.rollout.settings import Sample
 
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(3, vocab, (4 + i % 3,), generator=g).tolist() for i in range(8)]
@@ -172,7 +172,7 @@ def part_recompute(ctx) -> None:
     from ppo.models.recompute import Recompute
     from ppo.models.tiny import create_tiny_model
     from ppo.rollout.batch import build_rollout_batch
-    from ppo.rollout.engine import Sample
+    from ppo.rollout.settings import Sample
     from ppo.workers.policy import PolicyWorker
     from ppo.workers.specs import MegatronPolicy
 
@@ -264,11 +264,13 @@ def part_vllm(ctx) -> None:
         import vllm  # noqa: F401
     except ImportError:
         raise Skip("vllm is not installed here") from None
-    from ppo.rollout.engine import SamplingConfig, VLLMGeneration
+    from ppo.rollout.settings import SamplingConfig, VLLMGeneration
+    from ppo.rollout.vllm_engine import VLLMEngine
 
     device = ctx["device"]
-    engine = VLLMGeneration(model_path=ctx["model_dir"], dtype="bfloat16" if device.type == "cuda" else "float32",
-                            max_model_len=64, kv_cache_bytes=256 << 20).build()
+    engine = VLLMEngine(VLLMGeneration(model_path=ctx["model_dir"],
+                                       dtype="bfloat16" if device.type == "cuda" else "float32",
+                                       max_model_len=64, kv_cache_bytes=256 << 20))
     sampling = SamplingConfig(n=2, temperature=1.0, max_new_tokens=8)
     prompts = [[5, 6, 7], [8, 9]]
     first = engine.generate(prompts, sampling, seed=0)
@@ -289,7 +291,7 @@ def part_memory_plan(ctx) -> None:
     from ppo.models.architecture import Architecture
     from ppo.models.tiny import create_tiny_model
     from ppo.rollout.batch import build_rollout_batch
-    from ppo.rollout.engine import Sample
+    from ppo.rollout.settings import Sample
     from ppo.workers.memory import GIB, GroupMemory, activation_bytes, model_state_bytes, shard_parameters
     from ppo.workers.policy import PolicyWorker
     from ppo.workers.specs import MegatronPolicy

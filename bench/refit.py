@@ -33,14 +33,14 @@ def main() -> None:
 
     import ray
 
+    from ppo.cluster.placement import reserve
+    from ppo.cluster.plan import EngineLayout, GroupLayout, plan_placement
     from ppo.data.gsm8k import BUNDLED_GSM8K_DIR
     from ppo.data.tokenizer import build_gsm8k_tokenizer
     from ppo.models.tiny import create_tiny_model
-    from ppo.rollout.engine import VLLMGeneration
-    from ppo.workers.generation import EnginePool, start_generation_worker
+    from ppo.rollout.generation import EnginePool, start_generation_worker
+    from ppo.rollout.settings import VLLMGeneration
     from ppo.workers.group import PolicyGroup
-    from ppo.workers.placement import reserve
-    from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
     from ppo.workers.refit import Refitter
     from ppo.workers.specs import MegatronPolicy
 

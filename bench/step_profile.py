@@ -41,9 +41,9 @@ def run_default(run_dir: Path, steps: int, overrides: list[str]):
     and its wall time."""
     import ray
 
+    from ppo.cluster.ray_runtime import init_local_ray
     from ppo.launch.prepare import Request, prepare
     from ppo.metrics import load_metrics
-    from ppo.workers.ray_runtime import init_local_ray
 
     request = Request(str(ROOT / "experiments" / "tiny_cpu.py"),
                       [f"trainer.max_steps={steps}", f"trainer.checkpoint_period={steps}",
@@ -120,7 +120,7 @@ class Baseline:
         import torch
 
         from ppo.rollout.batch import build_rollout_batch
-        from ppo.rollout.engine import Sample
+        from ppo.rollout.settings import Sample
 
         n = self.cfg.generations_per_prompt
         eos = set(self.exp.generation.sampling.stop_token_ids)

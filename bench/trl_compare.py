@@ -142,8 +142,8 @@ class WarmStartExported(Exception):
 def exporting_warm_start(out: Path, then_stop: bool):
     """While inside, ``PPOTrainer.warm_start`` also writes the warm-started policy to ``out`` as an HF directory
     (and raises :class:`WarmStartExported` afterwards if ``then_stop``)."""
+    from ppo.loop.trainer import PPOTrainer
     from ppo.models.export import write_hf_export
-    from ppo.trainer import PPOTrainer
 
     original = PPOTrainer.warm_start
 
@@ -168,7 +168,7 @@ def run_ours(args) -> None:
     """The default in this process; with ``--warm-start-only``, only up to the warm start's export."""
     import ray
 
-    from ppo.workers.ray_runtime import init_local_ray
+    from ppo.cluster.ray_runtime import init_local_ray
 
     experiment = build_experiment(args)
     workdir = Path(args.workdir)

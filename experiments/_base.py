@@ -32,14 +32,14 @@ import fiddle as fdl
 
 from ppo.algorithms.estimators import GAE
 from ppo.config.tags import DType, MaxSequenceLength, Seed
+from ppo.data.tasks import DAPOMathTaskSpec
 from ppo.experiment import Experiment
 from ppo.launch.executors import SlurmExecutor
+from ppo.loop.settings import PPOSettings, RewardShaping
 from ppo.models.optim import OptimizerSettings
 from ppo.models.parallel import ParallelConfig
 from ppo.models.sources import HFCheckpoint
-from ppo.rollout.engine import SamplingConfig, VLLMGeneration
-from ppo.tasks import DAPOMathTaskSpec
-from ppo.trainer_settings import PPOSettings, RewardShaping
+from ppo.rollout.settings import SamplingConfig, VLLMGeneration
 from ppo.workers.specs import MegatronCritic, MegatronPolicy, PolicyLoss
 
 DAPO_MATH_17K = "BytedTsinghua-SIA/DAPO-Math-17k:train"

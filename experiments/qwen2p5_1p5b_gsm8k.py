@@ -19,7 +19,7 @@ import fiddle as fdl
 from experiments._base import FUNCTIONAL_GATES, base_config
 from ppo.config.overrides import set_tag
 from ppo.config.tags import MaxSequenceLength
-from ppo.tasks import GSM8KTaskSpec
+from ppo.data.tasks import GSM8KTaskSpec
 
 NIGHTLY = {
     "step": 40,

@@ -22,13 +22,13 @@ run's seed should not change).  Where the warm start lands sets the pace of PPO 
 import fiddle as fdl
 
 from ppo.algorithms.estimators import GAE, GRPO, RLOO, RawReward, ReinforcePlusPlus
+from ppo.data.tasks import ArithmeticTaskSpec, MixedArithmeticTaskSpec
 from ppo.experiment import Experiment
+from ppo.loop.settings import PPOSettings, RewardShaping
 from ppo.models.optim import OptimizerSettings
 from ppo.models.parallel import ParallelConfig
 from ppo.models.sources import TinyRandomModel
-from ppo.rollout.engine import SamplingConfig, VLLMGeneration
-from ppo.tasks import ArithmeticTaskSpec, MixedArithmeticTaskSpec
-from ppo.trainer_settings import PPOSettings, RewardShaping
+from ppo.rollout.settings import SamplingConfig, VLLMGeneration
 from ppo.workers.specs import MegatronCritic, MegatronPolicy, PolicyLoss
 
 EOS_ID = 1  # the arithmetic tokenizer's <eos>

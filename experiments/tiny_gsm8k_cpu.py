@@ -16,8 +16,8 @@ import fiddle as fdl
 
 from experiments import tiny_cpu
 from ppo.data.gsm8k import BUNDLED_GSM8K_DIR
-from ppo.rollout.engine import SamplingConfig
-from ppo.tasks import GSM8KTaskSpec
+from ppo.data.tasks import GSM8KTaskSpec
+from ppo.rollout.settings import SamplingConfig
 
 GSM8K = BUNDLED_GSM8K_DIR
 

@@ -25,11 +25,11 @@ from typing import Any
 
 from ppo.algorithms.estimators import GAE
 from ppo.algorithms.options import KL_KINDS, check_loss_options
+from ppo.cluster.plan import EngineLayout, GroupLayout, PlacementError, machine_gpus, plan_placement
+from ppo.loop.settings import PPOSettings, RewardShaping
 from ppo.models.architecture import UnsupportedModelError
-from ppo.rollout.engine import VLLMGeneration
-from ppo.trainer_settings import PPOSettings, RewardShaping
+from ppo.rollout.settings import VLLMGeneration
 from ppo.workers.memory import EngineMemory, GroupMemory, MemoryPlanError, plan_memory
-from ppo.workers.plan import EngineLayout, GroupLayout, PlacementError, machine_gpus, plan_placement
 from ppo.workers.specs import MegatronCritic, MegatronPolicy
 
 
@@ -56,7 +56,7 @@ class ExperimentError(ValueError):
 class Experiment:
     name: str
     model: Any  # ppo.models.sources.HFCheckpoint | TinyRandomModel
-    task: Any  # ppo.tasks.ArithmeticTaskSpec | GSM8KTaskSpec | DAPOMathTaskSpec
+    task: Any  # ppo.data.tasks.ArithmeticTaskSpec | GSM8KTaskSpec | DAPOMathTaskSpec
     policy: MegatronPolicy = field(default_factory=MegatronPolicy)
     critic: MegatronCritic = field(default_factory=MegatronCritic)
     generation: VLLMGeneration = field(default_factory=lambda: VLLMGeneration(model_path=""))
@@ -274,7 +274,7 @@ class Experiment:
         return plan.processes_per_node + self.trainer.math_workers + 2, math.ceil(plan.host_bytes / (1 << 30))
 
     def placement_plan(self, nodes: int | None = None, gpus_per_node: int | None = None):
-        """Where every rank runs (:func:`ppo.workers.plan.plan_placement`) on ``nodes × gpus_per_node`` GPUs, by
+        """Where every rank runs (:func:`ppo.cluster.plan.plan_placement`) on ``nodes × gpus_per_node`` GPUs, by
         default the job's (:attr:`shape`); the dry run prints it, and the trainer reserves Ray placement groups from
         it after checking its Ray cluster has that shape."""
         groups = [GroupLayout(name, spec.parallel.tensor, spec.parallel.context, spec.parallel.pipeline,
@@ -383,6 +383,6 @@ class Experiment:
         """Train in ``run_dir`` (resuming from its latest checkpoint), after checking the inputs are here.  Returns
         ``"completed"``, or ``"stopped"`` when ``should_stop()`` turned true (after checkpointing the step)."""
         self.check_paths()
-        from ppo.trainer import PPOTrainer
+        from ppo.loop.trainer import PPOTrainer
 
         return PPOTrainer(self, Path(run_dir)).run(should_stop)

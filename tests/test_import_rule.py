@@ -45,7 +45,7 @@ print(checked, sorted({{m.split(".")[0] for m in sys.modules}} & set({HEAVY!r}))
 @pytest.mark.slow
 def test_the_driver_imports_neither_megatron_nor_vllm():
     """The trainer names the worker classes; Megatron and vLLM load only in the worker processes that use them."""
-    code = "import sys, ppo.trainer; print(sorted({m.split('.')[0] for m in sys.modules} & {'megatron', 'vllm'}))"
+    code = "import sys, ppo.loop.trainer; print(sorted({m.split('.')[0] for m in sys.modules} & {'megatron', 'vllm'}))"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[]", done.stdout

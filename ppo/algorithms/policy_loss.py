@@ -102,7 +102,7 @@ def clipped_pg_loss(
     samples with ``R > 0``; ``N⁺`` is ``global_positive_toks`` (default: this call's count).
 
     Every mean-like metric is pre-normalised by the global counts, so metrics of micro-batches sum to the full-batch
-    value (``*_min``/``*_max`` reduce by min/max) — see ``ppo.algorithms.metrics.reduce_metrics``.
+    value (``*_min``/``*_max`` reduce by min/max) — see ``ppo.algorithms.reduction.reduce_metrics``.
     """
     check_loss_options(aggregation, ratio_level, is_correction, clip_low, clip_high, dual_clip_c)
     m = mask.to(logprobs.dtype)

@@ -110,7 +110,7 @@ def whiten_rewards(rewards: torch.Tensor, mask: torch.Tensor, *, shift_mean: boo
 
 
 def shape_rewards(batch: dict, shaping, *, max_new_tokens: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """A rollout batch's sequence rewards ``[B]`` after ``shaping`` (a :class:`ppo.trainer_settings.RewardShaping`):
+    """A rollout batch's sequence rewards ``[B]`` after ``shaping`` (a :class:`ppo.loop.settings.RewardShaping`):
     the scores scaled, the overlong penalty added, and with ``char_credit`` the answer's right characters; returns
     ``(R, credit)``, ``credit`` the per-token part of R ``[B, T]`` (for :func:`token_level_rewards`'s ``placed``),
     or None."""

@@ -16,8 +16,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ppo.cluster.plan import machine_gpus
 from ppo.config.errors import ConfigError
-from ppo.workers.plan import machine_gpus
 
 
 class _OnThisMachine:

@@ -65,7 +65,7 @@ class InOrder:
         return derive_seed(self.trainer.exp.seed, "minibatch_order", self.trainer.step, epoch)
 
     def start_critic_epoch(self, critic_batch: dict, epoch: int):
-        """The critic's epoch ``epoch`` started (a :class:`ppo.workers.deadline.Pending`), or None when it has no
+        """The critic's epoch ``epoch`` started (a :class:`ppo.cluster.deadline.Pending`), or None when it has no
         epoch here."""
         if self.critic is None or epoch >= self.critic_epochs:
             return None
@@ -117,7 +117,7 @@ class BesideGeneration(InOrder):
 
     def after_refit(self, critic_batch: dict | None) -> list:
         """The critic's epochs on this step's batch while the engines collect the next one
-        (:meth:`ppo.trainer.PPOTrainer.prefetch`).
+        (:meth:`ppo.loop.trainer.PPOTrainer.prefetch`).
 
         An actor runs its calls in order, so the epochs stay sequential; the next step's values still come from the
         updated critic."""

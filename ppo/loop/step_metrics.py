@@ -7,7 +7,7 @@ import torch
 
 from ppo.algorithms.critic_loss import explained_variance
 from ppo.algorithms.masked import masked_mean
-from ppo.algorithms.metrics import between_prompt_share, reduce_metrics
+from ppo.algorithms.reduction import between_prompt_share, reduce_metrics
 from ppo.workers.traffic import nbytes
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ppo.algorithms.metrics import reduce_metrics
+from ppo.algorithms.reduction import reduce_metrics
 from ppo.models.optim import OptimizerSettings, learning_rate
 
 

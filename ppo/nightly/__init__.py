@@ -2,7 +2,7 @@
 
 - :mod:`~ppo.nightly.history`: the history directory's format — night records, baselines; read and write.
 - :mod:`~ppo.nightly.suite`: suite files and experiments' ``NIGHTLY`` checks, validated before any launch.
-- :mod:`~ppo.nightly.rundir`: what a run directory says about itself (metrics, config, commit, versions).
+- :mod:`~ppo.nightly.run_facts`: what a run directory says about itself (metrics, config, commit, versions).
 - :mod:`~ppo.nightly.runner`: launch an entry, judge it PASS / FAIL / INFRA-FAIL, write its record.
 - :mod:`~ppo.nightly.baseline`: the per-step band of a recipe over seeds.
 - :mod:`~ppo.nightly.thresholds`: comparisons and thresholds read off check expressions.

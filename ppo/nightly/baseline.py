@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from ppo.metrics.expressions import parse_check
 from ppo.nightly.history import KEY_METRICS, Baseline, write_baseline
-from ppo.nightly.rundir import read_run_dir
+from ppo.nightly.run_facts import read_run_dir
 from ppo.nightly.runner import NightOptions, describe_launch_failure, fresh_run_dir, launch, utc_now
 from ppo.nightly.suite import SuiteEntry
 

@@ -7,7 +7,7 @@ For each entry the launcher is started as a subprocess::
 ``<launcher>`` is ``python launch.py`` by default, or any command (``--launcher`` of ``analysis/nightly.py``), so
 the runner can be exercised with a stand-in that keeps the same contract: exit 0 on success, 2 for a bad command
 line or config (one line on standard error), 1 when the job failed; the run directory holds ``metrics.jsonl`` and,
-optionally, the files :mod:`ppo.nightly.rundir` reads. A local launch blocks until the job ends. A SLURM launch
+optionally, the files :mod:`ppo.nightly.run_facts` reads. A local launch blocks until the job ends. A SLURM launch
 returns once the job is submitted, so the runner then follows it with ``<launcher> status RUN_DIR --wait`` (exit 0
 completed, 1 failed) and, past the entry's ``timeout_s``, cancels it with ``<launcher> cancel RUN_DIR``. Output goes
 to ``<run dir>.stdout.log`` and ``<run dir>.stderr.log`` beside the run directory; the record keeps the last lines
@@ -39,7 +39,7 @@ from pathlib import Path
 from ppo.metrics.checks import Status, run_checks
 from ppo.metrics.expressions import parse_check
 from ppo.nightly.history import KEY_METRICS, NightRecord, check_name, write_record
-from ppo.nightly.rundir import RunFacts, checkout_facts, read_run_dir, select_curves
+from ppo.nightly.run_facts import RunFacts, checkout_facts, read_run_dir, select_curves
 from ppo.nightly.suite import Nightly, SuiteEntry
 
 EXECUTORS = ("local", "slurm")

@@ -30,7 +30,7 @@ def build_rollout_batch(
     record_ids: Sequence[str] | None = None,
     group_offset: int = 0,
 ) -> dict:
-    """Flatten ``samples[i][j]`` (sample j of prompt i, ``ppo.rollout.engine.Sample``) into one batch."""
+    """Flatten ``samples[i][j]`` (sample j of prompt i, ``ppo.rollout.settings.Sample``) into one batch."""
     rows, masks, logps, meta = [], [], [], []
     for i, (prompt, group) in enumerate(zip(prompts, samples)):
         for sample in group:

@@ -2,7 +2,7 @@
 
 An engine of TP > 1 runs its tensor-parallel workers as Ray actors (vLLM's ``RayExecutorV2``), each in the bundle of
 one of the engine's plan slots (``VLLM_RAY_BUNDLE_INDICES``) with the engine's share of that GPU
-(``VLLM_RAY_PER_WORKER_GPUS`` = :data:`ppo.workers.placement.GPU_SHARES` ``["generation"]``), exactly as NeMo-RL and
+(``VLLM_RAY_PER_WORKER_GPUS`` = :data:`ppo.cluster.placement.GPU_SHARES` ``["generation"]``), exactly as NeMo-RL and
 OpenRLHF place colocated engines.  Left to itself, vLLM inside a placement group picks this executor anyway but asks
 for a whole GPU per worker, which never schedules where the policy and critic ranks hold the rest of each bundle.
 

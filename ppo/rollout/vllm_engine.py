@@ -1,4 +1,4 @@
-"""The vLLM engine that :class:`ppo.rollout.engine.VLLMGeneration` describes, built in the calling process.
+"""The vLLM engine that :class:`ppo.rollout.settings.VLLMGeneration` describes, built in the calling process.
 
 Imported only where an engine runs (a generation worker, a test, a bench script): it imports torch and vLLM.
 In-process at TP = 1 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ~2 s start instead of 12–20 s); in-process vLLM replaces
@@ -20,7 +20,7 @@ from safetensors.torch import save as save_safetensors
 from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
 
-from ppo.rollout.engine import Sample, SamplingConfig, VLLMGeneration
+from ppo.rollout.settings import Sample, SamplingConfig, VLLMGeneration
 
 VLLM_MEMORY_TAGS = ("weights", "kv_cache")  # what vLLM's sleep mode allocates under its own tags
 
@@ -65,7 +65,7 @@ def executor_backend(tensor_parallel_size: int, *, placed: bool, cuda: bool):
     """vLLM's ``distributed_executor_backend``, chosen here rather than left to vLLM's defaults:
 
     - TP 1: ``"uni"``, the model in the engine's own process;
-    - TP > 1 in our placement (``VLLM_RAY_BUNDLE_INDICES`` set by :meth:`ppo.workers.placement.Placement.options`):
+    - TP > 1 in our placement (``VLLM_RAY_BUNDLE_INDICES`` set by :meth:`ppo.cluster.placement.Placement.options`):
       vLLM's Ray executor, one worker actor per plan slot with the engine's share of its GPU; on logical GPUs the same
       executor adapted to the CPU platform (:class:`ppo.rollout.ray_executor.LogicalGPURayExecutor`);
     - TP > 1 outside any placement (CPU-only plans, tools): ``"mp"``, worker processes under the engine.

@@ -1,6 +1,6 @@
 """A worker group: ``world_size`` Ray actors that together hold one model (its own torch.distributed world).
 
-Each rank runs where the placement puts it (:mod:`ppo.workers.placement`); the group rendezvouses at its rank 0's
+Each rank runs where the placement puts it (:mod:`ppo.cluster.placement`); the group rendezvouses at its rank 0's
 node IP, on a port found free there.  Calls go to every rank (the collectives inside need all of them); rank 0's
 answer is returned.  A crashed actor surfaces as an exception from ``call`` — the run ends with that error instead of
 hanging.
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ray
 
-from ppo.workers.deadline import Pending
+from ppo.cluster.deadline import Pending
+from ppo.cluster.placement import cpu_placement
+from ppo.cluster.plan import EngineLayout, GroupLayout, plan_placement
 from ppo.workers.logs import worker_log
-from ppo.workers.placement import cpu_placement
-from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
 from ppo.workers.policy import PolicyWorker
 from ppo.workers.traffic import Shipper, is_batch
 from ppo.workers.value import ValueWorker
@@ -23,12 +23,12 @@ RENDEZVOUS_ATTEMPTS = 3
 
 class WorkerGroup:
     timeout_s: float | None = None
-    """Seconds a call may take on any rank before it fails with :class:`ppo.workers.deadline.WorkerTimeout` (None:
+    """Seconds a call may take on any rank before it fails with :class:`ppo.cluster.deadline.WorkerTimeout` (None:
     no limit).  The trainer sets it from ``trainer.worker_timeout_s``."""
 
     def __init__(self, worker_cls, *args, world_size: int = 1, placement=None, role: str = "policy", seed: int = 0,
                  log_dir: str | None = None, start_timeout_s: float | None = None, **kwargs):
-        """``placement``: a :class:`ppo.workers.placement.Placement` whose plan has ``world_size`` ranks of ``role``;
+        """``placement``: a :class:`ppo.cluster.placement.Placement` whose plan has ``world_size`` ranks of ``role``;
         by default every rank is a CPU process on the driver's node.  ``log_dir``: where each rank's output goes
         (:mod:`ppo.workers.logs`).  ``start_timeout_s``: how long the ranks may take to be scheduled and build their
         model (the trainer's ``trainer.start_timeout_s``; None: no limit)."""

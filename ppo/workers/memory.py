@@ -1,6 +1,6 @@
 """The memory plan: bytes on every GPU of the job in every phase of a step.  Pure Python: no torch, no Ray.
 
-It stands beside the placement plan (:mod:`ppo.workers.plan`) and follows the same rule: one function,
+It stands beside the placement plan (:mod:`ppo.cluster.plan`) and follows the same rule: one function,
 :func:`plan_memory`, serves the dry run (``launch.py --dry-run`` prints it under the GPU map), validation (a layout
 whose peak exceeds ``executor.gpu_memory_gib`` is refused in one line naming the phase and what to change) and the
 run, whose refit walks the very steps (:data:`REFIT_STEPS`) this plan sums memory over.
@@ -15,7 +15,7 @@ What a GPU holds (a slot of the placement plan holds some policy, critic and eng
   weights and its profiling peak (or ``kv_cache_bytes`` when given);
 - every process a CUDA context (:data:`CUDA_CONTEXT_BYTES`, an assumption until a GPU measures it).
 
-Phases (the step order of the trainer, ``ppo/trainer.py``):
+Phases (the step order of the trainer, ``ppo/loop/trainer.py``):
 
 - ``generation``: engines awake; Megatron ranks offloaded (only their contexts stay);
 - ``logprobs/values``: engines asleep; every Megatron rank onloaded; one forward pass at a time;
@@ -87,7 +87,7 @@ class GroupMemory:
 
 @dataclass(frozen=True)
 class EngineMemory:
-    """A vLLM engine's settings that decide its memory (``ppo.rollout.engine.VLLMGeneration``)."""
+    """A vLLM engine's settings that decide its memory (``ppo.rollout.settings.VLLMGeneration``)."""
 
     tensor: int
     dtype: str
@@ -284,7 +284,7 @@ def _group_parts(arch: Architecture, group: GroupMemory) -> dict[str, int]:
 
 def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine: EngineMemory, *,
                 gpu_memory_gib: float, source: str) -> MemoryPlan:
-    """Bytes per GPU and phase for ``placement`` (a GPU :class:`ppo.workers.plan.PlacementPlan`); see the module
+    """Bytes per GPU and phase for ``placement`` (a GPU :class:`ppo.cluster.plan.PlacementPlan`); see the module
     docstring for what each phase holds.  Raises :class:`MemoryPlanError` for an engine whose KV cache cannot hold
     one ``max_model_len`` sequence (vLLM would stop at start)."""
     gpu_bytes = int(gpu_memory_gib * GIB)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ppo.algorithms.policy_loss import clipped_pg_loss
+from ppo.cluster.placement import node_address
 from ppo.models.architecture import Architecture
 from ppo.models.builder import build_gpt_model
 from ppo.models.forward import token_logprobs
@@ -12,7 +13,6 @@ from ppo.models.training import ModelTrainer
 from ppo.rollout.batch import to_device
 from ppo.workers.buckets import RefitGroup, ipc_handle, layer_chunks, pack, plan_chunk_buckets
 from ppo.workers.megatron_worker import MegatronWorker
-from ppo.workers.placement import node_address
 from ppo.workers.specs import MegatronPolicy
 
 

@@ -1,7 +1,7 @@
 """Refit without the driver: the policy ranks stream HF-named weights to the vLLM engines in buckets.
 
 Which engine hears from which policy rank, and how, comes from the placement plan
-(:meth:`ppo.workers.plan.PlacementPlan.refit_routes`):
+(:meth:`ppo.cluster.plan.PlacementPlan.refit_routes`):
 
 - ``ipc``: the engine shares a GPU with a policy rank that assembles the full weights (a tensor-parallel rank 0).
   The sender packs a bucket into one flat buffer on its device and hands the engine an IPC handle: CUDA IPC on GPUs;
@@ -20,9 +20,9 @@ from __future__ import annotations
 import pickle
 import time
 
+from ppo.cluster.deadline import Pending
+from ppo.cluster.plan import RefitRoute
 from ppo.workers.buckets import bucket_size
-from ppo.workers.deadline import Pending
-from ppo.workers.plan import RefitRoute
 
 
 class Refitter:
@@ -32,7 +32,7 @@ class Refitter:
 
     def __init__(self, policy, engines, routes: list[RefitRoute], bucket_bytes: int):
         """``policy``: a :class:`ppo.workers.group.PolicyGroup`; ``engines``: a
-        :class:`ppo.workers.generation.EnginePool`."""
+        :class:`ppo.rollout.generation.EnginePool`."""
         self.policy = policy
         self.engines = engines
         self.routes = routes

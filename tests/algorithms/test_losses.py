@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from ppo.algorithms.critic_loss import value_loss
-from ppo.algorithms.metrics import reduce_metrics
 from ppo.algorithms.policy_loss import clipped_pg_loss
+from ppo.algorithms.reduction import reduce_metrics
 from tests.algorithms import reference as ref
 
 SPLITS = [[0, 6], [0, 1, 6], [0, 2, 3, 6], [0, 1, 2, 3, 4, 5, 6]]

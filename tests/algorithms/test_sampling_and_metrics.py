@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ppo.algorithms.advantages import group_mean_std
-from ppo.algorithms.metrics import between_prompt_share, mean_by_group, reduce_metrics
+from ppo.algorithms.reduction import between_prompt_share, mean_by_group, reduce_metrics
 from ppo.algorithms.sampling import dynamic_sampling_mask
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from ppo.data.prompts import DAPO_MATH_TEMPLATE
-from ppo.tasks import DAPOMathTaskSpec, GSM8KTaskSpec, MixedArithmeticTaskSpec
+from ppo.data.tasks import DAPOMathTaskSpec, GSM8KTaskSpec, MixedArithmeticTaskSpec
 
 
 def write_jsonl(path, rows):

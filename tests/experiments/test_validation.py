@@ -309,7 +309,7 @@ def test_a_local_driver_on_a_bigger_ray_cluster_says_its_shape():
 def test_whitening_token_rewards_is_refused_for_estimators_that_ignore_them():
     from experiments import tiny_cpu
     from ppo.algorithms.estimators import GRPO
-    from ppo.trainer_settings import RewardShaping
+    from ppo.loop.settings import RewardShaping
 
     cfg = tiny_cpu.config()
     tiny_cpu.grouped(cfg)

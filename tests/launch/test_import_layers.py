@@ -5,7 +5,8 @@ function, since a lazy import closes a cycle all the same):
   ``ppo`` imports either CLI;
 - sweeps build on the launch layer, never the other way round: no ``ppo.launch`` module imports ``ppo.sweep``;
 - the modules of ``ppo/launch`` and ``ppo/sweep`` import each other without a cycle;
-- the trainer imports nothing from ``ppo.launch`` (the launcher hands it the config as data: ``wandb_config.json``).
+- the training side is layered (:data:`BELOW`): pure math, data, the cluster plan, collection, the actors, the loop,
+  each importing nothing above it, and the loop nothing from the launcher.
 """
 
 from __future__ import annotations
@@ -97,9 +98,40 @@ def test_only_launch_py_imports_the_command_lines():
     assert imports(REPO / "launch.py", REPO, known) >= CLIS
 
 
-def test_the_trainer_imports_nothing_from_launch():
+LOOP_LAYERS = ("ppo.algorithms", "ppo.data", "ppo.cluster", "ppo.rollout", "ppo.workers", "ppo.loop")
+"""The training side, lowest first: pure math, then data, the cluster plan, collection, the actors, the loop."""
+
+BELOW = {
+    "ppo.algorithms": ("ppo.data", "ppo.cluster", "ppo.rollout", "ppo.workers", "ppo.loop", "ppo.launch"),
+    "ppo.data": ("ppo.cluster", "ppo.rollout", "ppo.workers", "ppo.loop", "ppo.launch"),
+    "ppo.cluster": ("ppo.rollout", "ppo.workers", "ppo.loop", "ppo.launch"),
+    "ppo.rollout": ("ppo.loop", "ppo.launch"),
+    "ppo.workers": ("ppo.loop", "ppo.launch"),
+    "ppo.loop": ("ppo.launch", "ppo.sweep", "ppo.nightly"),
+}
+"""What each package of the training side must not import: the plan knows nothing of the actors it places, the
+actors nothing of the loop, and the loop nothing of the launcher (which hands it the config as data,
+``wandb_config.json``)."""
+
+
+def test_each_training_package_imports_nothing_above_it():
     known = {module_name(p, REPO) for p in (REPO / "ppo").rglob("*.py")}
-    assert sorted(m for m in imports(REPO / "ppo" / "trainer.py", REPO, known) if m.startswith("ppo.launch")) == []
+    files = {module_name(p, REPO): p for p in (REPO / "ppo").rglob("*.py")}
+    wrong = {}
+    for module, path in files.items():
+        package = next((pkg for pkg in BELOW if module == pkg or module.startswith(pkg + ".")), None)
+        if package is not None:
+            above = sorted(m for m in imports(path, REPO, known) if m.startswith(BELOW[package]))
+            if above:
+                wrong[module] = above
+    assert wrong == {}
+
+
+def test_the_training_packages_import_each_other_without_a_cycle():
+    graph = import_graph(REPO, LOOP_LAYERS)
+    assert "ppo.loop.schedules" in graph["ppo.loop.trainer"]  # the walk saw imports
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
 def test_the_walk_finds_a_lazy_import_cycle(tmp_path):

@@ -97,7 +97,7 @@ def test_the_run_dir_hands_the_trainer_the_config_as_data(toy, tmp_path, fiddler
     the trainer parsed out of those files before, except that a value holding ``"  # "`` is no longer cut there); the
     trainer reads it as it is."""
     from ppo.launch.prepare import Request, prepare
-    from ppo.trainer import _wandb_config
+    from ppo.loop.trainer import _wandb_config
 
     prepared = prepare(Request(str(toy), overrides, fiddlers, name="data"))
     run_dir = rundir.write_run_dir(prepared, [str(toy), *overrides], tmp_path / "run", rundir.GitState(None, False))

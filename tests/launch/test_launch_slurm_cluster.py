@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from ppo.cluster.ports import free_port
 from ppo.launch.executors import executor_from_record
 from ppo.launch.slurm import render_sbatch
 from ppo.metrics import read_records
-from ppo.workers.ports import free_port
 from tests.launch.conftest import run_launch
 from tests.launch.slurm_cluster import slurm
 from tests.waiting import wait_for

@@ -98,10 +98,10 @@ def test_sequence_multiple_is_what_sequence_parallelism_needs_and_the_override(t
 def workers(tmp_path_factory):
     """``{"plain": (policy, critic), "padded": (policy, critic)}``: the same weights, the same budget; the padded
     pair pads every micro-batch to a multiple of 4."""
+    from ppo.cluster.ports import free_port
     from ppo.data.tokenizer import build_arithmetic_tokenizer
     from ppo.models.tiny import create_tiny_model
     from ppo.workers.policy import PolicyWorker
-    from ppo.workers.ports import free_port
     from ppo.workers.value import ValueWorker
 
     saved_env = dict(os.environ)
@@ -129,7 +129,7 @@ def workers(tmp_path_factory):
 def ppo_batch() -> dict:
     """A batch as the driver sends it: rows of 5..11 tokens (a batch 11 wide), every field the losses read."""
     from ppo.rollout.batch import build_rollout_batch
-    from ppo.rollout.engine import Sample
+    from ppo.rollout.settings import Sample
 
     g = torch.Generator().manual_seed(0)
     prompts = [[3 + i, 4, 5 + i % 3][: 2 + i % 2] for i in range(len(RESPONSES))]

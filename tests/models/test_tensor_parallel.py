@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ppo.workers.ports import free_port
+from ppo.cluster.ports import free_port
 from tests.models.conftest import make_hf_model
 from tests.models.tp_worker import compute
 

@@ -14,7 +14,7 @@ import pytest
 
 from ppo.metrics import read_metrics_log
 from ppo.nightly.history import KEY_METRICS, load_history, read_record
-from ppo.nightly.rundir import read_run_dir
+from ppo.nightly.run_facts import read_run_dir
 from tests.nightly.conftest import REPO, fake_launcher, launch_stand_in, run_cli, write_experiment
 from tests.nightly.stand_in import CHECKS, STEP
 

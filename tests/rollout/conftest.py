@@ -7,7 +7,7 @@ from tests.models.conftest import megatron_world  # noqa: F401  (fixture)
 def ray_runtime():
     import ray
 
-    from ppo.workers.ray_runtime import init_local_ray
+    from ppo.cluster.ray_runtime import init_local_ray
 
     init_local_ray(num_cpus=2)
     yield

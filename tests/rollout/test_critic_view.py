@@ -7,7 +7,7 @@ import torch
 
 from ppo.rollout.batch import build_rollout_batch
 from ppo.rollout.critic_view import with_prefixes, without_prefixes
-from ppo.rollout.engine import Sample
+from ppo.rollout.settings import Sample
 
 
 def rollout() -> dict:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import ray
 
-from ppo.rollout.engine import SamplingConfig, VLLMGeneration
-from ppo.workers.generation import EnginePool, shard_bounds, spawn_generation_worker
+from ppo.rollout.generation import EnginePool, shard_bounds, spawn_generation_worker
+from ppo.rollout.settings import SamplingConfig, VLLMGeneration
 
 pytestmark = pytest.mark.slow
 

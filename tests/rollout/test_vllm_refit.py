@@ -14,8 +14,8 @@ from ppo.models.convert import hf_to_megatron, load_hf_state_dict, load_megatron
 from ppo.models.forward import token_logprobs
 from ppo.models.optim import OptimizerSettings
 from ppo.models.training import ModelTrainer
-from ppo.rollout.engine import SamplingConfig, VLLMGeneration
-from ppo.workers.generation import spawn_generation_worker
+from ppo.rollout.generation import spawn_generation_worker
+from ppo.rollout.settings import SamplingConfig, VLLMGeneration
 
 pytestmark = pytest.mark.slow
 TEMPERATURE = 0.8

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ppo.cluster.ports import free_port
 from ppo.metrics import read_records
-from ppo.workers.ports import free_port
 from tests.sweep.conftest import run_launch, state, write_sweep
 from tests.waiting import wait_for
 

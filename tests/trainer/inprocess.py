@@ -38,7 +38,7 @@ def ray_runtime():
     """One local Ray runtime for the module's runs (each run ends its own actors; see ``PPOTrainer.close``)."""
     import ray
 
-    from ppo.workers.ray_runtime import init_local_ray
+    from ppo.cluster.ray_runtime import init_local_ray
 
     init_local_ray()
     yield

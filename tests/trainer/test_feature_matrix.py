@@ -52,11 +52,12 @@ class Recorder:
 
 def record(monkeypatch) -> Recorder:
     """Make every PPOTrainer of this process record what it sees into the returned :class:`Recorder`."""
-    import ppo.trainer
-    from ppo.trainer import PPOTrainer
+    import ppo.loop.trainer
+    from ppo.loop.trainer import PPOTrainer
+    from ppo.rollout.collect import Collector
 
     seen = Recorder()
-    rollout, collect, estimate = PPOTrainer.rollout, PPOTrainer.collect, ppo.trainer.estimate_advantages
+    rollout, collect, estimate = Collector.rollout, PPOTrainer.collect, ppo.loop.trainer.estimate_advantages
 
     def recording_rollout(self, records, **kwargs):
         batch, env_metrics = rollout(self, records, **kwargs)
@@ -74,7 +75,7 @@ def record(monkeypatch) -> Recorder:
                                "advantages": advantages, "returns": returns})
         return advantages, returns
 
-    from ppo.workers.generation import EnginePool
+    from ppo.rollout.generation import EnginePool
     from ppo.workers.group import MegatronGroup
     from ppo.workers.refit import Refitter
 
@@ -95,9 +96,9 @@ def record(monkeypatch) -> Recorder:
     monkeypatch.setattr(MegatronGroup, "offload", recording_offload)
     monkeypatch.setattr(EnginePool, "wake_up", recording_wake_up)
     monkeypatch.setattr(Refitter, "__call__", recording_stream)
-    monkeypatch.setattr(PPOTrainer, "rollout", recording_rollout)
+    monkeypatch.setattr(Collector, "rollout", recording_rollout)
     monkeypatch.setattr(PPOTrainer, "collect", recording_collect)
-    monkeypatch.setattr(ppo.trainer, "estimate_advantages", recording_estimate)
+    monkeypatch.setattr(ppo.loop.trainer, "estimate_advantages", recording_estimate)
     return seen
 
 
@@ -364,7 +365,7 @@ def test_a_critic_warm_started_from_an_earlier_run_explains_the_returns_from_ste
 
 
 def test_a_short_batch_stops_the_run_when_the_recipe_says_so(ray_runtime, tmp_path):  # noqa: F811
-    from ppo.trainer import TrainingStopped
+    from ppo.loop.trainer import TrainingStopped
 
     with pytest.raises(TrainingStopped, match=r"dynamic sampling kept \d+ of 32 samples after max_gen_batches=1 "
                                               r"attempts \(trainer.short_batch='fail'\)"):
@@ -455,7 +456,7 @@ def test_a_critic_given_the_reference_answer_reads_it_before_the_prompt(ray_runt
     from transformers import AutoConfig, AutoModel
 
     from ppo.data.tokenizer import build_arithmetic_tokenizer
-    from ppo.trainer import PPOTrainer
+    from ppo.loop.trainer import PPOTrainer
 
     weights = []
     train_step = PPOTrainer.train_step

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_stopped_critic_fails_the_step_by_name_and_keeps_the_checkpoint(ray_runtime, tmp_path, monkeypatch):  # noqa: F811
-    from ppo.trainer import PPOTrainer, TrainingStopped
+    from ppo.loop.trainer import PPOTrainer, TrainingStopped
 
     stopped = []
     train_step = PPOTrainer.train_step
@@ -60,7 +60,7 @@ def test_a_stopped_critic_fails_the_step_by_name_and_keeps_the_checkpoint(ray_ru
 def test_a_dead_policy_worker_ends_the_run_with_its_error(ray_runtime, tmp_path, monkeypatch):  # noqa: F811
     import ray
 
-    from ppo.trainer import PPOTrainer
+    from ppo.loop.trainer import PPOTrainer
 
     train_step = PPOTrainer.train_step
     killed = []

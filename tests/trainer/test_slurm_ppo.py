@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from ppo.cluster.ports import free_port
 from ppo.metrics import load_metrics
-from ppo.workers.ports import free_port
 from tests.launch.conftest import run_launch
 from tests.launch.slurm_cluster import slurm
 from tests.waiting import wait_for

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from ppo.workers.ports import free_port
+from ppo.cluster.ports import free_port
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def model_dir(tmp_path):
 
 def batch() -> dict:
     from ppo.rollout.batch import build_rollout_batch
-    from ppo.rollout.engine import Sample
+    from ppo.rollout.settings import Sample
 
     g = torch.Generator().manual_seed(0)
     prompts = [[3 + i, 4, 5] for i in range(4)]

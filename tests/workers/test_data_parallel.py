@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def ray_local():
     import ray
 
-    from ppo.workers.ray_runtime import init_local_ray
+    from ppo.cluster.ray_runtime import init_local_ray
 
     init_local_ray(num_cpus=2)
     yield
@@ -27,7 +27,7 @@ def ray_local():
 
 def ppo_batch(model_dir, tokenizer, seed: int = 0) -> dict:
     from ppo.rollout.batch import build_rollout_batch
-    from ppo.rollout.engine import Sample
+    from ppo.rollout.settings import Sample
 
     g = torch.Generator().manual_seed(seed)
     pairs = torch.randint(100, (12, 2), generator=g).tolist()

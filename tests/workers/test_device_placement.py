@@ -112,9 +112,9 @@ def stand_in_gpu():
 
 @pytest.fixture(scope="module")
 def workers(stand_in_gpu, tmp_path_factory):
+    from ppo.cluster.ports import free_port
     from ppo.data.tokenizer import build_arithmetic_tokenizer
     from ppo.models.tiny import create_tiny_model
-    from ppo.workers.ports import free_port
     from ppo.workers.specs import MegatronCritic, MegatronPolicy, PolicyLoss
 
     saved_env = dict(os.environ)
@@ -132,7 +132,7 @@ def workers(stand_in_gpu, tmp_path_factory):
 def ppo_batch() -> dict:
     """A batch as the driver sends it: on the CPU, rows of different lengths, every field the losses read."""
     from ppo.rollout.batch import build_rollout_batch
-    from ppo.rollout.engine import Sample
+    from ppo.rollout.settings import Sample
 
     g = torch.Generator().manual_seed(0)
     prompts = [[3 + i, 4, 5 + i % 3][: 2 + i % 2] for i in range(6)]

@@ -30,7 +30,7 @@ class StoreWorker:
 def ray_local():
     import ray
 
-    from ppo.workers.ray_runtime import init_local_ray
+    from ppo.cluster.ray_runtime import init_local_ray
 
     init_local_ray(num_cpus=2)
     yield

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ppo.cluster.plan import EngineLayout, GroupLayout, plan_placement
+from ppo.cluster.ports import free_port
 from ppo.models.architecture import Architecture
 from ppo.workers.memory import (
     CUDA_CONTEXT_BYTES,
@@ -28,8 +30,6 @@ from ppo.workers.memory import (
     plan_memory,
     shard_parameters,
 )
-from ppo.workers.plan import EngineLayout, GroupLayout, plan_placement
-from ppo.workers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

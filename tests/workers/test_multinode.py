@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from ppo.cluster.ports import free_port
 from ppo.metrics import load_metrics
-from ppo.workers.ports import free_port
 
 pytestmark = pytest.mark.slow
 

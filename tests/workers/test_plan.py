@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ppo.workers.plan import EngineLayout, GroupLayout, PlacementError, Slot, plan_placement
+from ppo.cluster.plan import EngineLayout, GroupLayout, PlacementError, Slot, plan_placement
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,14 +118,14 @@ def test_grid_shows_which_ranks_share_each_gpu():
 
 
 def test_the_plan_imports_neither_torch_nor_ray():
-    code = ("import sys, ppo.workers.plan, ppo.experiment; "
+    code = ("import sys, ppo.cluster.plan, ppo.experiment; "
             "print(sorted(m for m in ('torch', 'ray', 'vllm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_a_ray_cluster_of_another_shape_than_the_plan_is_refused():
-    from ppo.workers.placement import check_cluster_shape
+    from ppo.cluster.placement import check_cluster_shape
 
     check_cluster_shape((2, 2), (2, 2))
     check_cluster_shape((1, 0), (1, 0))

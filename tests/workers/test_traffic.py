@@ -14,7 +14,7 @@ from ppo.workers.traffic import SHARD, Shipper, nbytes, receive
 
 @pytest.fixture(scope="module")
 def ray_local():
-    from ppo.workers.ray_runtime import init_local_ray
+    from ppo.cluster.ray_runtime import init_local_ray
 
     init_local_ray(num_cpus=1)
     yield

@@ -16,8 +16,9 @@ One step, in order (docs/ppo.md, section 2, says what each phase does and why th
    11. log                                       (metrics.jsonl, the console line)
    12. checkpoint every checkpoint_period steps   (policy, critic, optimizers, loader, counters — atomically)
 
-State lives here (counters, loader, KL coefficient) and in the workers (models, optimizers); the math is in
-``ppo.algorithms``.
+State lives here (counters, loader, KL coefficient) and in the workers (models, optimizers).  Steps 1-5 are
+:mod:`ppo.rollout.collect`, 6-9 read top to bottom in :meth:`PPOTrainer.train_step` with the critic's schedule
+(:mod:`ppo.loop.schedules`), the math is in ``ppo.algorithms`` and the step's metrics in :mod:`ppo.loop.step_metrics`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import shutil
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 import ray
@@ -39,28 +39,27 @@ from transformers import AutoTokenizer
 from ppo.algorithms.advantages import estimate_advantages
 from ppo.algorithms.kl import KLController, kl_penalty
 from ppo.algorithms.masked import masked_mean, masked_var
-from ppo.algorithms.metrics import mean_by_group
-from ppo.algorithms.rewards import shape_rewards, token_level_rewards, whiten_rewards
-from ppo.algorithms.sampling import dynamic_sampling_mask
+from ppo.algorithms.reduction import mean_by_group
+from ppo.algorithms.rewards import token_level_rewards, whiten_rewards
+from ppo.cluster.deadline import WorkerTimeout
+from ppo.cluster.placement import check_cluster_shape, cluster_shape, reserve
+from ppo.cluster.ray_runtime import connect_or_start
 from ppo.data import PromptLoader
 from ppo.envs.math_env import MathEnvironment
 from ppo.loop.schedules import critic_schedule
+from ppo.loop.settings import MISMATCH_PROBE_EVERY, PPOSettings
 from ppo.loop.step_metrics import batch_metrics, environment_metrics, skipped_updates, update_metrics
 from ppo.metrics import MetricsWriter
 from ppo.metrics.wandb_sink import WandbSink
 from ppo.models.export import save_weights, write_hf_export
-from ppo.rollout.batch import build_rollout_batch, concat, select
+from ppo.rollout.batch import build_rollout_batch, select
+from ppo.rollout.collect import CollectionStopped, Collector
 from ppo.rollout.critic_view import with_prefixes, without_prefixes
-from ppo.rollout.engine import Sample, SamplingConfig
-from ppo.seeds import derive_seed
-from ppo.trainer_settings import MISMATCH_PROBE_EVERY, PPOSettings
-from ppo.workers.deadline import WorkerTimeout
-from ppo.workers.generation import EnginePool, start_generation_worker
+from ppo.rollout.generation import EnginePool, start_generation_worker
+from ppo.rollout.settings import Sample, SamplingConfig
 from ppo.workers.group import PolicyGroup, ValueGroup
 from ppo.workers.logs import LOGS
 from ppo.workers.memory import REFIT_STEPS
-from ppo.workers.placement import check_cluster_shape, cluster_shape, reserve
-from ppo.workers.ray_runtime import connect_or_start
 from ppo.workers.refit import Refitter
 from ppo.workers.traffic import Shipper
 
@@ -106,6 +105,7 @@ class PPOTrainer:
         self.metrics: MetricsWriter | None = None
         self.wandb: WandbSink | None = None
         self.placement = self.policy = self.critic = self.engines = self.refitter = self.shipper = None
+        self.collector: Collector | None = None  # one step's batch from the engines (ppo.rollout.collect)
         self.schedule = None  # how the critic's work interleaves with the policy's (ppo.loop.schedules)
         self.refit_stats: dict[str, float] = {}
         self.phase = "train"  # the workers are built on the device; the first refit hands it to generation
@@ -184,6 +184,9 @@ class PPOTrainer:
             actors = start_engines()
         self.engines = EnginePool(actors, timeout_s=self.cfg.worker_timeout_s, shipper=self.shipper)
         self.engines.ready(start_timeout)
+        self.collector = Collector(engines=self.engines, env=self.env, loader=self.loader, template=self.template,
+                                   tokenizer=self.tokenizer, settings=self.cfg, sampling=exp.generation.sampling,
+                                   reward_shaping=exp.reward_shaping, seed=exp.seed, timed_part=self.timed_part)
         for group in groups:
             group.timeout_s = self.cfg.worker_timeout_s
         self.enter_phase("train")  # where the first refit starts from: engines asleep, the groups on their GPUs
@@ -329,71 +332,6 @@ class PPOTrainer:
             self.engines.wake_up()
         self.phase = phase
 
-    def rollout(self, records, *, seed: int, group_offset: int = 0) -> tuple[dict, dict]:
-        """Generate ``generations_per_prompt`` samples per record and score them; returns the batch and env metrics.
-
-        Group ids start at ``group_offset``, so that the batches of several attempts can be concatenated."""
-
-        prompts = self.template.encode_many(records, self.tokenizer)
-        sampling = self.exp.generation.sampling
-        with self.timed_part("generation/engines"):
-            samples = self.engines.generate(prompts, replace(sampling, n=self.cfg.generations_per_prompt), seed)
-        batch = build_rollout_batch(prompts, samples, pad_id=self.tokenizer.pad_token_id,
-                                    ground_truths=[r.ground_truth for r in records],
-                                    record_ids=[r.id for r in records], group_offset=group_offset)
-        with self.timed_part("generation/scoring"):
-            rewards, env_metrics = self.env.score(batch["responses"], batch["ground_truths"],
-                                                  finished=(~batch["truncated"]).tolist(),
-                                                  group_ids=batch["group_ids"].tolist(),
-                                                  response_lengths=batch["response_lengths"].tolist())
-        batch["scores"] = rewards
-        return batch, env_metrics
-
-    def collect(self, step: int) -> tuple[dict, dict]:
-        """One step's batch; with dynamic sampling, regenerate until enough prompt groups have a reward spread.
-
-        ``train/reward`` and the env metrics describe every sample generated (before the filter), so they stay
-        comparable with a run without dynamic sampling.  A batch still short after ``max_gen_batches`` trains on what
-        was kept and logs ``dynamic_sampling/short_batch`` = 1, or stops the run (``trainer.short_batch="fail"``).
-        """
-        cfg = self.cfg
-        target = cfg.prompts_per_step * cfg.generations_per_prompt
-        kept, scores, attempts = [], [], []
-        for attempt in range(cfg.max_gen_batches if cfg.dynamic_sampling else 1):
-            records = self.loader.next_batch()
-            batch, env_metrics = self.rollout(records, seed=derive_seed(self.exp.seed, "sampling", step, attempt),
-                                              group_offset=attempt * cfg.prompts_per_step)
-            attempts.append(env_metrics)
-            scores.append(batch["scores"])
-            batch["rewards"], credit = shape_rewards(batch, self.exp.reward_shaping,
-                                                     max_new_tokens=self.exp.generation.sampling.max_new_tokens)
-            if credit is not None:
-                batch["char_credit"] = credit
-            if cfg.dynamic_sampling:
-                batch = select(batch, torch.nonzero(dynamic_sampling_mask(batch["rewards"], batch["group_ids"]))[:, 0])
-            if batch["input_ids"].shape[0]:
-                kept.append(batch)
-            if sum(b["input_ids"].shape[0] for b in kept) >= target:
-                break
-        if not kept:
-            raise TrainingStopped("dynamic sampling kept no prompt group in max_gen_batches attempts "
-                                  "(every group's rewards were all equal)")
-        batch = concat(kept)
-        batch = select(batch, torch.arange(min(target, batch["input_ids"].shape[0])))
-        short = batch["input_ids"].shape[0] < target
-        if short and cfg.short_batch == "fail":
-            raise TrainingStopped(f"dynamic sampling kept {batch['input_ids'].shape[0]} of {target} samples after "
-                                  f"max_gen_batches={cfg.max_gen_batches} attempts (trainer.short_batch='fail')")
-        if self.exp.reward_shaping.overlong_filter:
-            batch["response_mask"] = batch["response_mask"] * (~batch["truncated"])[:, None]
-        metrics = {key: sum(a[key] for a in attempts) / len(attempts) for key in attempts[0]}
-        metrics["reward_all_attempts"] = torch.cat(scores).mean().item()
-        if cfg.dynamic_sampling:
-            metrics["dynamic_sampling/gen_batches"] = float(len(attempts))
-            metrics["dynamic_sampling/kept_samples"] = float(batch["input_ids"].shape[0])
-            metrics["dynamic_sampling/short_batch"] = float(short)
-        return batch, metrics
-
     # ------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:
         """One PPO step: the phases of the module docstring, top to bottom."""
@@ -454,6 +392,12 @@ class PPOTrainer:
         self.shipper.bytes += sent  # its prompts count in the step that trains on it, as in order
         self.prefetched = self.loader_state_before_prefetch = None
         return batch, env_metrics
+
+    def collect(self, step: int) -> tuple[dict, dict]:
+        try:
+            return self.collector.collect(step)
+        except CollectionStopped as err:
+            raise TrainingStopped(str(err)) from None
 
     def prefetch(self) -> None:
         """Collect the next step's batch now (while the critic trains beside generation) into :attr:`prefetched`.

@@ -14,9 +14,9 @@ import time
 import ray
 import torch
 
-from ppo.rollout.engine import SamplingConfig, VLLMGeneration
+from ppo.cluster.deadline import Pending, get_within
+from ppo.rollout.settings import SamplingConfig, VLLMGeneration
 from ppo.workers.buckets import RefitGroup, bucket_size, open_ipc_handle, unpack
-from ppo.workers.deadline import Pending, get_within
 from ppo.workers.logs import redirect_output, worker_log
 
 START_TIMEOUT_S = 1800.0
@@ -31,7 +31,9 @@ class GenerationWorker:
         redirect_output(log_file)
         self.index = index
         self.started_at = time.time()  # where engines share GPUs, after the Megatron ranks offloaded (placement.json)
-        self.engine = cfg.build()
+        from ppo.rollout.vllm_engine import VLLMEngine  # torch and vLLM in the actor's process, never the driver's
+
+        self.engine = VLLMEngine(cfg)
         self.tokenizer = self.engine.tokenizer
         self.refit_group = None
 

@@ -2,7 +2,7 @@
 
 One function, :func:`plan_placement`, serves the dry run, validation and the run itself: ``launch.py --dry-run``
 prints its grid, :meth:`ppo.experiment.Experiment.validate` refuses what it cannot place, and the trainer reserves
-Ray placement groups from the same :class:`PlacementPlan` (:mod:`ppo.workers.placement`).  So a layout that
+Ray placement groups from the same :class:`PlacementPlan` (:mod:`ppo.cluster.placement`).  So a layout that
 dry-runs is a layout that places.
 
 Roles and their ranks:

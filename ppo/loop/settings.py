@@ -1,8 +1,8 @@
 """The PPO loop's settings, as experiment components: plain dataclasses, no torch.
 
 ``trainer=fdl.Config(PPOSettings, ...)`` and ``reward_shaping=fdl.Config(RewardShaping, ...)`` in an experiment
-graph; :mod:`ppo.trainer` (which imports torch) runs the loop they describe and exports both names too.  Keeping them
-here lets an experiment file, and ``launch.py --dry-run``, import them without torch.
+graph; :mod:`ppo.loop.trainer` (which imports torch) runs the loop they describe.
+Keeping them here lets an experiment file, and ``launch.py --dry-run``, import them without torch.
 """
 
 from __future__ import annotations

