@@ -11,7 +11,7 @@ Parts, each independent (a failure is printed with its error and the next part r
 2. ``hf_parity``: the policy's logprobs against ``transformers``' forward pass on the same checkpoint, in the
    worker's dtype (bfloat16 on the GPU): the mean absolute difference must stay under 0.05 nats.
 3. ``offload``: the actor's and critic's parameters, gradients and optimizer state leave the GPU
-   (``ModelTrainer.offload``) and come back (``onload``); memory allocated is printed at each phase, and the
+   (``ModelUpdater.offload``) and come back (``onload``); memory allocated is printed at each phase, and the
    update after the round trip must be finite.
 4. ``recompute``: a larger model (about 90M parameters) on four 2048-token rows: one supervised step without and
    one with full activation recomputation; peak memory of each is printed, recomputation must lower it and leave

@@ -8,5 +8,5 @@
 The package re-exports nothing: import from the module.  The one import rule of the project holds here too:
 settings live in torch-free modules (``estimators``: the estimator classes an experiment configures; ``options``:
 the loss options' allowed values), the tensor code sits beside them and imports torch at the top (``advantages``,
-``gae``, ``policy_loss``, ...).  See ``docs/architecture.md``.
+``gae``, ``policy_loss``, ...).  See ``docs/architecture.md``, "The import rule".
 """

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import torch
 
-from ppo.models.training import ModelTrainer
+from ppo.models.training import ModelUpdater
 
 PARTIAL_SUFFIX = ".partial"
 
 
-def _materialize_optimizer_state(trainer: ModelTrainer) -> None:
+def _materialize_optimizer_state(trainer: ModelUpdater) -> None:
     """Give every parameter without optimizer state the state a fresh Adam would create on its first step.
 
     An optimizer that has not stepped yet (a policy during critic warmup, or one whose state was reset after the warm
@@ -49,7 +49,7 @@ def _restore_zero_step(optimizer_state) -> None:
             _restore_zero_step(value)
 
 
-def _sharded_state(trainer: ModelTrainer, *, is_loading: bool) -> dict:
+def _sharded_state(trainer: ModelUpdater, *, is_loading: bool) -> dict:
     model_state = trainer.module.sharded_state_dict()
     return {
         "model": model_state,
@@ -66,7 +66,7 @@ def _barrier() -> None:
         torch.distributed.barrier()
 
 
-def save_checkpoint(trainer: ModelTrainer, path: str | Path) -> Path:
+def save_checkpoint(trainer: ModelUpdater, path: str | Path) -> Path:
     """Write the model, the optimizer state and the step counter to ``path`` (collective over all ranks)."""
     from megatron.core import dist_checkpointing
 
@@ -89,7 +89,7 @@ def save_checkpoint(trainer: ModelTrainer, path: str | Path) -> Path:
     return path
 
 
-def load_checkpoint(trainer: ModelTrainer, path: str | Path) -> None:
+def load_checkpoint(trainer: ModelUpdater, path: str | Path) -> None:
     """Restore a ``save_checkpoint`` directory into ``trainer`` (any parallel layout; refuses partial saves)."""
     from megatron.core import dist_checkpointing
 

@@ -16,7 +16,7 @@ from ppo.algorithms.reduction import reduce_metrics
 from ppo.models.optim import OptimizerSettings, learning_rate
 
 
-class ModelTrainer:
+class ModelUpdater:
     """Owns a model's DDP wrapper, optimizer and step counter; ``step()`` runs forward/backward and one update.
 
     ``module`` is the plain ``GPTModel`` to pass to forward functions (``ppo.models.forward``); its parameters'

@@ -204,7 +204,7 @@ def shard_parameters(arch: Architecture, tensor: int, *, num_layers: int | None 
 
 def model_state_bytes(params: int, dtype: str, *, data: int, distributed: bool) -> dict[str, int]:
     """Weights, gradients and Adam state of ``params`` parameters on one rank (Megatron's DDP and optimizer as
-    :class:`ppo.models.training.ModelTrainer` builds them: fp32 gradient buffers; fp32 master weights unless the
+    :class:`ppo.models.training.ModelUpdater` builds them: fp32 gradient buffers; fp32 master weights unless the
     weights are fp32; the optimizer state divided over ``data`` ranks when ``distributed``)."""
     per_param = 8 + (0 if dtype == "float32" else 4)
     optimizer = params * per_param

@@ -9,7 +9,7 @@ from ppo.cluster.placement import node_address
 from ppo.models.architecture import Architecture
 from ppo.models.builder import build_gpt_model
 from ppo.models.forward import token_logprobs
-from ppo.models.training import ModelTrainer
+from ppo.models.training import ModelUpdater
 from ppo.rollout.batch import to_device
 from ppo.workers.buckets import RefitGroup, ipc_handle, layer_chunks, pack, plan_chunk_buckets
 from ppo.workers.megatron_worker import MegatronWorker
@@ -25,7 +25,7 @@ class PolicyWorker(MegatronWorker):
         shard = self._shard(hf)
         model = build_gpt_model(self.arch, device=self.device, **spec.model_options())
         load_megatron_state(model, shard)
-        self.trainer = ModelTrainer(model, spec.optimizer)
+        self.trainer = ModelUpdater(model, spec.optimizer)
         self.reference = None
         if with_reference:
             self.reference = build_gpt_model(self.arch, device=self.device, **spec.model_options()).eval()

@@ -21,6 +21,8 @@ from typing import Any
 import ray
 import torch
 
+from ppo.cluster.deadline import get_within
+
 SHARD = "_shard"  # a manifest's key: {"pieces": [...], "of": pieces, "rows": B, "data": D}
 
 
@@ -95,7 +97,9 @@ def receive(batch: Any, data_group=None) -> Any:
     shard = batch[SHARD]
     names = [k for k, v in batch.items() if k != SHARD and isinstance(v, list) and v
              and isinstance(v[0], ray.ObjectRef)]
-    fetched = ray.get([ref for name in names for ref in batch[name]])
+    refs = [ref for name in names for ref in batch[name]]
+    # no deadline of its own: the driver's wait on this call bounds it (the pieces were put before the call left)
+    fetched = get_within(refs, None, [f"piece {i}" for i in range(len(refs))], "this rank's pieces")
     count = len(shard["pieces"])
     mine = {"pieces": shard["pieces"]} | {name: fetched[i * count : (i + 1) * count] for i, name in enumerate(names)}
     everyone = [mine]

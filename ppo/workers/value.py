@@ -9,7 +9,7 @@ import torch
 from ppo.algorithms.critic_loss import value_loss
 from ppo.models.architecture import Architecture
 from ppo.models.checkpoint import load_checkpoint
-from ppo.models.training import ModelTrainer
+from ppo.models.training import ModelUpdater
 from ppo.models.value import build_value_model, token_values
 from ppo.workers.megatron_worker import MegatronWorker, torch_threads
 from ppo.workers.specs import MegatronCritic
@@ -32,7 +32,7 @@ class ValueWorker(MegatronWorker):
                                tp_rank=parallel_state.get_tensor_model_parallel_rank(),
                                tp_size=parallel_state.get_tensor_model_parallel_world_size())
         load_megatron_state(model, shard, optional=(VALUE_HEAD,))
-        self.trainer = ModelTrainer(model, spec.optimizer)
+        self.trainer = ModelUpdater(model, spec.optimizer)
         if init_checkpoint is not None:
             load_checkpoint(self.trainer, init_checkpoint)
             self.trainer.reset_optimizer_state()

@@ -6,7 +6,7 @@ import torch
 from ppo.models.architecture import Architecture
 from ppo.models.checkpoint import load_checkpoint, save_checkpoint
 from ppo.models.convert import hf_to_megatron, load_megatron_state
-from ppo.models.training import ModelTrainer
+from ppo.models.training import ModelUpdater
 from ppo.models.value import build_value_model
 from tests.models.conftest import make_hf_model
 from tests.models.test_training import critic_batch, critic_loss, critic_settings
@@ -17,7 +17,7 @@ def fresh_critic(hf, arch):
     critic = build_value_model(arch)
     load_megatron_state(critic, hf_to_megatron(hf.state_dict(), arch, value_head=True),
                         optional=("output_layer.weight",))
-    return ModelTrainer(critic, critic_settings())
+    return ModelUpdater(critic, critic_settings())
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from ppo.algorithms.critic_loss import value_loss
 from ppo.algorithms.policy_loss import clipped_pg_loss
 from ppo.models.forward import token_logprobs
 from ppo.models.optim import OptimizerSettings, learning_rate
-from ppo.models.training import ModelTrainer
+from ppo.models.training import ModelUpdater
 from ppo.models.value import build_value_model, token_values
 from tests.models.conftest import make_hf_model
 from tests.models.test_hf_parity import megatron_from_hf
@@ -50,7 +50,7 @@ def test_value_model_learns_a_toy_regression(megatron_world):
     critic = build_value_model(arch)
     load_megatron_state(critic, hf_to_megatron(hf.state_dict(), arch, value_head=True),
                         optional=("output_layer.weight",))
-    trainer = ModelTrainer(critic, OptimizerSettings(lr=3e-3, warmup_steps=10, clip_grad=1.0))
+    trainer = ModelUpdater(critic, OptimizerSettings(lr=3e-3, warmup_steps=10, clip_grad=1.0))
     batch = critic_batch(arch.vocab_size)
     loss_fn = critic_loss(batch, batch["mask"].sum())
     losses = [trainer.step([batch], loss_fn)["loss"] for _ in range(150)]
@@ -77,7 +77,7 @@ def test_microbatched_step_equals_full_batch_step(megatron_world):
     results = []
     for splits in ([slice(0, 4)], [slice(i, i + 1) for i in range(4)]):
         model, _ = megatron_from_hf(hf)
-        trainer = ModelTrainer(model, OptimizerSettings(lr=1e-3, clip_grad=0.0))
+        trainer = ModelUpdater(model, OptimizerSettings(lr=1e-3, clip_grad=0.0))
         metrics = trainer.step([{k: v[s] for k, v in batch.items()} for s in splits], loss_fn)
         results.append(({k: p.main_grad.detach().clone() for k, p in model.named_parameters()}, metrics))
     (full, full_metrics), (micro, micro_metrics) = results
@@ -92,7 +92,7 @@ def test_microbatched_step_equals_full_batch_step(megatron_world):
 def test_nan_gradient_skips_the_update(megatron_world):
     hf = make_hf_model("qwen2", tied=True, seed=3)
     model, arch = megatron_from_hf(hf)
-    trainer = ModelTrainer(model, OptimizerSettings(lr=1e-2))
+    trainer = ModelUpdater(model, OptimizerSettings(lr=1e-2))
     before = {k: p.detach().clone() for k, p in model.named_parameters()}
     batch = critic_batch(arch.vocab_size)
 

@@ -74,12 +74,12 @@ def resume_and_step(ckpt_dir: str, hf_dir: str, tensor: int) -> dict:
     from ppo.models.architecture import Architecture
     from ppo.models.checkpoint import load_checkpoint
     from ppo.models.convert import megatron_to_hf
-    from ppo.models.training import ModelTrainer
+    from ppo.models.training import ModelUpdater
     from ppo.models.value import build_value_model, token_values
     from tests.models.test_training import critic_batch, critic_loss, critic_settings
 
     arch = Architecture.from_pretrained(hf_dir)
-    trainer = ModelTrainer(build_value_model(arch), critic_settings())
+    trainer = ModelUpdater(build_value_model(arch), critic_settings())
     load_checkpoint(trainer, ckpt_dir)
     batch = critic_batch(arch.vocab_size, seed=9)
     with torch.no_grad():

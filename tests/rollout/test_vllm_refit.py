@@ -13,7 +13,7 @@ from ppo.models.builder import build_gpt_model
 from ppo.models.convert import hf_to_megatron, load_hf_state_dict, load_megatron_state, megatron_to_hf
 from ppo.models.forward import token_logprobs
 from ppo.models.optim import OptimizerSettings
-from ppo.models.training import ModelTrainer
+from ppo.models.training import ModelUpdater
 from ppo.rollout.generation import spawn_generation_worker
 from ppo.rollout.settings import SamplingConfig, VLLMGeneration
 
@@ -111,7 +111,7 @@ def test_refit_after_a_training_step(megatron_world, engine, tiny_model_dir):
     before = ray.get(actor.generate.remote(p))
     assert mult_prob_error(policy, before, p) <= 1.01, "engine and trainer disagree before any training"
 
-    trainer = ModelTrainer(policy, OptimizerSettings(lr=2e-2))
+    trainer = ModelUpdater(policy, OptimizerSettings(lr=2e-2))
     target = torch.tensor([tok("12+34=46")["input_ids"] + [tok.eos_token_id]] * 4)
     batch = {"input_ids": target, "segment_ids": torch.ones_like(target)}
     trainer.step([batch], lambda m, b: (-token_logprobs(m, b["input_ids"], b["segment_ids"]).mean(), {}))

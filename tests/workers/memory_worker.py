@@ -16,13 +16,13 @@ def measure(kind: str, dtype: str, tensor: int, distributed: bool) -> dict:
     from ppo.models.builder import build_gpt_model
     from ppo.models.forward import token_logprobs
     from ppo.models.optim import OptimizerSettings
-    from ppo.models.training import ModelTrainer
+    from ppo.models.training import ModelUpdater
     from ppo.models.value import build_value_model, token_values
 
     arch = Architecture.from_hf_config(json.loads(sys.argv[1]))
     build = build_value_model if kind == "critic" else build_gpt_model
     model = build(arch, dtype=dtype)
-    trainer = ModelTrainer(model, OptimizerSettings(lr=1e-3, distributed_optimizer=distributed))
+    trainer = ModelUpdater(model, OptimizerSettings(lr=1e-3, distributed_optimizer=distributed))
     ids = torch.randint(0, arch.vocab_size, (2, 12), generator=torch.Generator().manual_seed(0))
     batch = {"input_ids": ids, "segment_ids": torch.ones_like(ids)}
 

@@ -1,6 +1,6 @@
 """The memory plan (``ppo/workers/memory.py``): its exact parts against the real objects, and what it refuses.
 
-Parameters, gradient buffers and optimizer state are counted from a Megatron model that ``ModelTrainer`` has stepped
+Parameters, gradient buffers and optimizer state are counted from a Megatron model that ``ModelUpdater`` has stepped
 once (TP 1 and TP 2, fp32 and bf16, the distributed optimizer over 2 data-parallel ranks), in processes of their own
 (gloo); the vLLM KV cache from the engine's own block count (``tests/rollout``'s engine).  The dry-run lines are
 checked on the recipes as a user runs them.
