@@ -43,6 +43,7 @@ def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32
         activation_func=torch.nn.functional.silu,
         add_bias_linear=False,
         add_qkv_bias=arch.qkv_bias,
+        qk_layernorm=arch.qk_layernorm,
         bias_activation_fusion=False,
         bias_dropout_fusion=False,
         masked_softmax_fusion=False,
@@ -67,6 +68,14 @@ def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32
     )
 
 
+def rope_scaling_arguments(arch: Architecture) -> dict:
+    """``GPTModel``'s llama3 RoPE scaling for ``arch`` (none when it has none); ``Architecture.from_hf_config`` has
+    refused parameters other than Megatron's fixed ones."""
+    if arch.rope_scaling_factor is None:
+        return {}
+    return {"rope_scaling": True, "rope_scaling_factor": arch.rope_scaling_factor}
+
+
 def build_gpt_model(arch: Architecture, *, dtype: str | torch.dtype = torch.float32, device: torch.device | None = None,
                     transformer_impl: str = layers.LOCAL, **config_overrides):
     """A ``GPTModel`` for this rank's tensor/pipeline shard (model parallel state must be initialised), on
@@ -83,7 +92,8 @@ def build_gpt_model(arch: Architecture, *, dtype: str | torch.dtype = torch.floa
 
     dtype = torch_dtype(dtype)
     layers.check(transformer_impl, sequence_parallel=config_overrides.get("sequence_parallel", False))
-    spec = layers.layer_spec(transformer_impl)  # before Megatron's modules: a missing Transformer Engine, one line
+    # before Megatron's modules: a missing Transformer Engine, one line
+    spec = layers.layer_spec(transformer_impl, qk_layernorm=arch.qk_layernorm)
     config = transformer_config(arch, dtype=dtype, **config_overrides)
     model = GPTModel(
         config=config,
@@ -97,6 +107,7 @@ def build_gpt_model(arch: Architecture, *, dtype: str | torch.dtype = torch.floa
         position_embedding_type="rope",
         rotary_percent=1.0,
         rotary_base=int(arch.rope_theta),
+        **rope_scaling_arguments(arch),
     )
     model.transformer_impl = transformer_impl  # ppo.models.forward builds masks for the local spec only
     if config.sequence_parallel and model.post_process:

@@ -1,4 +1,4 @@
-"""Weight conversion between Hugging Face checkpoints (Qwen2 / Llama) and Megatron-Core's local-spec GPTModel.
+"""Weight conversion between Hugging Face checkpoints (Qwen2 / Qwen3 / Llama) and Megatron-Core's local-spec GPTModel.
 
 Layout facts (megatron-core 0.16.1, local layer spec):
 
@@ -7,7 +7,9 @@ Layout facts (megatron-core 0.16.1, local layer spec):
 - ``linear_fc1`` is ``[gate; up]`` **per TP rank**: rank r holds ``[gate_r; up_r]``, not a slice of the full
   ``[gate; up]``.
 - ``linear_proj`` and ``linear_fc2`` split along dim 1; the embedding and the output layer along the vocabulary.
-- Norms: ``input_layernorm``, ``pre_mlp_layernorm`` (HF ``post_attention_layernorm``), ``decoder.final_layernorm``.
+- Norms: ``input_layernorm``, ``pre_mlp_layernorm`` (HF ``post_attention_layernorm``), ``decoder.final_layernorm``;
+  Qwen3's per-head ``q_norm``/``k_norm`` are ``self_attention.q_layernorm``/``k_layernorm`` (``head_dim`` wide, the
+  same on every TP rank).  Heads are ``arch.head_dim`` wide, which Qwen3 need not make ``hidden / heads``.
   Transformer Engine's layer spec fuses the two layer norms into the next linear layer
   (``self_attention.linear_qkv.layer_norm_weight``, ``mlp.linear_fc1.layer_norm_weight``): the conversions speak the
   local names, and :func:`load_megatron_state` / :func:`megatron_to_hf` rename at the model's edge.
@@ -31,13 +33,20 @@ VALUE_HEAD = "output_layer.weight"
 HF_VALUE_HEAD = "score.weight"
 
 
-def _layer_pairs(i: int, j: int) -> list[tuple[str, str]]:
-    """(HF name, Megatron name) of the tensors that are copied without reshuffling, for HF layer i / local layer j."""
+def _layer_pairs(i: int, j: int, arch: Architecture) -> list[tuple[str, str]]:
+    """(HF name, Megatron name) of the tensors that are copied without reshuffling (and replicated over TP), for HF
+    layer i / local layer j."""
     hf, mg = f"model.layers.{i}.", f"decoder.layers.{j}."
-    return [
+    pairs = [
         (hf + "input_layernorm.weight", mg + "input_layernorm.weight"),
         (hf + "post_attention_layernorm.weight", mg + "pre_mlp_layernorm.weight"),
     ]
+    if arch.qk_layernorm:
+        pairs += [
+            (hf + "self_attn.q_norm.weight", mg + "self_attention.q_layernorm.weight"),
+            (hf + "self_attn.k_norm.weight", mg + "self_attention.k_layernorm.weight"),
+        ]
+    return pairs
 
 
 TE_FUSED_NORMS = {
@@ -113,7 +122,7 @@ def hf_to_megatron(
         out["embedding.word_embeddings.weight"] = shard(hf["model.embed_tokens.weight"])
     for j, i in enumerate(range(arch.num_layers) if layers is None else layers):
         attn, mlp, mg = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp.", f"decoder.layers.{j}."
-        for hf_name, mg_name in _layer_pairs(i, j):
+        for hf_name, mg_name in _layer_pairs(i, j, arch):
             out[mg_name] = hf[hf_name]
         qkv = _qkv_to_megatron(hf[attn + "q_proj.weight"], hf[attn + "k_proj.weight"], hf[attn + "v_proj.weight"], arch)
         out[mg + "self_attention.linear_qkv.weight"] = shard(qkv)
@@ -156,7 +165,7 @@ def megatron_to_hf(
     for j in local_layers:
         i = j + layer_offset
         attn, mlp, mg = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp.", f"decoder.layers.{j}."
-        for hf_name, mg_name in _layer_pairs(i, j):
+        for hf_name, mg_name in _layer_pairs(i, j, arch):
             out[hf_name] = first[mg_name]
         q, k, v = _qkv_to_hf(cat(mg + "self_attention.linear_qkv.weight"), arch)
         out.update({attn + "q_proj.weight": q, attn + "k_proj.weight": k, attn + "v_proj.weight": v})

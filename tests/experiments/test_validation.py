@@ -366,15 +366,38 @@ def test_a_model_the_workers_cannot_convert_is_refused_before_launch(tmp_path):
     """Where config.json can be read, an architecture the workers cannot convert stops the dry run in one line."""
     inputs = local_inputs(tmp_path)
     config = tmp_path / "model" / "config.json"
-    config.write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | {"model_type": "qwen3"}))
-    with pytest.raises(ConfigError, match=r"^model: model_type 'qwen3' is not supported"):
+    config.write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | {"model_type": "mistral"}))
+    with pytest.raises(ConfigError, match=r"^model: model_type 'mistral' is not supported"):
         prep("dsr1_7b", *inputs)
 
 
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192}
+
+
+@pytest.mark.parametrize("config", [
+    {"model_type": "qwen3", "head_dim": 160, "attention_bias": False},  # q/k norms, heads wider than hidden / heads
+    {"model_type": "llama", "rope_scaling": LLAMA3_ROPE, "rope_theta": 500000.0},  # Llama 3.1's config.json
+    {"model_type": "llama", "rope_parameters": LLAMA3_ROPE | {"rope_theta": 500000.0}},  # as transformers 5 saves it
+])
+def test_qwen3_and_llama3_models_pass_the_dry_run(tmp_path, config):
+    inputs = local_inputs(tmp_path)
+    (tmp_path / "model" / "config.json").write_text(
+        json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | config))
+    prep("dsr1_7b", *inputs)
+
+
 @pytest.mark.parametrize("config, message", [
-    ({"model_type": "qwen3"}, "model: model_type 'qwen3' is not supported; supported: qwen2, llama"),
-    ({"model_type": "llama", "rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
-     "model: RoPE scaling 'llama3' is not supported"),
+    ({"model_type": "mistral", "sliding_window": 4096},
+     "model: model_type 'mistral' is not supported; supported: qwen2, qwen3, llama"),
+    ({"model_type": "llama", "rope_scaling": LLAMA3_ROPE | {"rope_type": "yarn"}},
+     "model: RoPE scaling 'yarn' is not supported (rope_type: default, llama3)"),
+    ({"model_type": "llama", "rope_scaling": LLAMA3_ROPE | {"original_max_position_embeddings": 4096}},
+     "model: RoPE scaling 'llama3' with original_max_position_embeddings=4096 is not supported: Megatron-Core "
+     "computes llama3 RoPE with original_max_position_embeddings=8192 only"),
+    ({"hidden_act": "gelu"}, "model: only SwiGLU (hidden_act='silu') is supported, got 'gelu'"),
+    ({"model_type": "qwen3", "use_sliding_window": True},
+     "model: use_sliding_window=True is not supported (full attention only)"),
 ])
 def test_an_unsupported_architecture_is_refused_without_gpus_too(tmp_path, config, message):
     """A local CPU run (no GPU plan, so no memory plan) still reads config.json and refuses what cannot convert."""

@@ -3,6 +3,7 @@
 (Transformer Engine does not install here: the renaming is checked on state dicts, the TE model itself on a GPU.)
 """
 
+import pytest
 import torch
 
 from ppo.models.architecture import Architecture
@@ -16,8 +17,10 @@ def te_shard(hf):
     return arch, local, rename_layer_norms(local, to_transformer_engine=True)
 
 
-def test_the_norms_move_into_the_linear_layers_and_back():
-    arch, local, te = te_shard(make_hf_model("qwen2", tied=False))
+@pytest.mark.parametrize("variant", ["qwen2", "qwen3"])
+def test_the_norms_move_into_the_linear_layers_and_back(variant):
+    """Qwen3's q/k norms are modules of their own in both specs (``self_attention.q_layernorm``): not renamed."""
+    arch, local, te = te_shard(make_hf_model(variant, tied=False))
     renamed = set(local) ^ set(te)
     assert renamed == {f"decoder.layers.{i}.{name}" for i in range(arch.num_layers) for pair in TE_FUSED_NORMS.items()
                        for name in pair}
@@ -25,8 +28,9 @@ def test_the_norms_move_into_the_linear_layers_and_back():
     assert rename_layer_norms(te, to_transformer_engine=False).keys() == local.keys()
 
 
-def test_hf_export_reads_either_naming():
-    hf = make_hf_model("qwen2", tied=False)
+@pytest.mark.parametrize("variant", ["qwen2", "qwen3"])
+def test_hf_export_reads_either_naming(variant):
+    hf = make_hf_model(variant, tied=False)
     arch, local, te = te_shard(hf)
     from_local, from_te = megatron_to_hf([local], arch), megatron_to_hf([te], arch)
     assert from_local.keys() == from_te.keys() == hf.state_dict().keys()

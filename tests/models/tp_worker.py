@@ -38,6 +38,11 @@ def compute(hf_dir: str, world_size: int, tensor: int) -> dict:
 
     def gathered_grads(model, value_head):
         grads = {k: p.grad for k, p in model.named_parameters()}
+        for name, grad in grads.items():
+            if name.endswith(("q_layernorm.weight", "k_layernorm.weight")):
+                # replicated, but each rank's heads give it a part of the gradient: training sums the parts
+                # (Megatron's finalize_model_grads, with config.qk_layernorm), and so does this
+                torch.distributed.all_reduce(grad, group=parallel_state.get_tensor_model_parallel_group())
         shards = [None] * tp_size
         torch.distributed.all_gather_object(shards, grads, group=parallel_state.get_tensor_model_parallel_group())
         return megatron_to_hf(shards, arch, value_head=value_head)
@@ -58,6 +63,8 @@ def main(hf_dir: str, out: str, tensor: int) -> None:
     initialize(ParallelConfig(tensor=tensor), seed=1234)
     if os.environ.get("RESUME_FROM"):
         result = resume_and_step(os.environ["RESUME_FROM"], hf_dir, tensor)
+    elif os.environ.get("TRAIN_STEPS"):
+        result = train_critic(hf_dir, tensor, int(os.environ["TRAIN_STEPS"]))
     else:
         result = compute(hf_dir, torch.distributed.get_world_size(), tensor)
     if torch.distributed.get_rank() == 0:
@@ -89,6 +96,32 @@ def resume_and_step(ckpt_dir: str, hf_dir: str, tensor: int) -> dict:
     state = {k: v.detach() for k, v in trainer.module.state_dict().items() if not k.endswith("_extra_state")}
     torch.distributed.all_gather_object(shards, state, group=parallel_state.get_tensor_model_parallel_group())
     return {"values": values, "params": megatron_to_hf(shards, arch, value_head=True), "steps": trainer.steps_done}
+
+
+def train_critic(hf_dir: str, tensor: int, steps: int) -> dict:
+    """``steps`` critic updates from the HF weights through ``ModelUpdater`` (Megatron's DDP, finalize_model_grads,
+    optimizer): every TP rank's state dict, and the full HF-layout parameters, after them."""
+    from megatron.core import parallel_state
+
+    from ppo.models.architecture import Architecture
+    from ppo.models.convert import hf_to_megatron, load_hf_state_dict, load_megatron_state, megatron_to_hf
+    from ppo.models.training import ModelUpdater
+    from ppo.models.value import build_value_model
+    from tests.models.test_training import critic_batch, critic_loss, critic_settings
+
+    arch = Architecture.from_pretrained(hf_dir)
+    critic = build_value_model(arch)
+    tp_rank = parallel_state.get_tensor_model_parallel_rank()
+    load_megatron_state(critic, hf_to_megatron(load_hf_state_dict(hf_dir), arch, tp_rank=tp_rank, tp_size=tensor,
+                                               value_head=True))
+    trainer = ModelUpdater(critic, critic_settings())
+    for seed in range(steps):
+        batch = critic_batch(arch.vocab_size, seed=seed)
+        trainer.step([batch], critic_loss(batch, batch["mask"].sum()))
+    shards = [None] * tensor
+    state = {k: v.detach() for k, v in trainer.module.state_dict().items() if not k.endswith("_extra_state")}
+    torch.distributed.all_gather_object(shards, state, group=parallel_state.get_tensor_model_parallel_group())
+    return {"params": megatron_to_hf(shards, arch, value_head=True), "ranks": shards}
 
 
 if __name__ == "__main__":
