@@ -2,8 +2,13 @@
 
     python analysis/check_metrics.py runs/<run>/metrics.jsonl 'data["train/reward"]["40"] > 0.75' \\
         'max(data["train/token_mult_prob_error"]) < 1.05' [--step-needed 40] [--json summary.json]
+    python analysis/check_metrics.py aime-metric.json 'data["score"] >= 0.2396'      # a flat score file
+    python analysis/check_metrics.py aime-metric.json --score-step 240 'data["score"]["240"] >= 0.2396'
 
-METRICS is a run directory, its metrics.jsonl, or a JSON file in the reference layout {"<metric>": {"<step>": v}}.
+METRICS is a run directory, its metrics.jsonl, a JSON file in the reference layout {"<metric>": {"<step>": v}}, or
+a flat score file {"<metric>": v} (one value per metric, no step, as the reference's evaluation jobs write). A flat
+file reads as a series of one step, at step 0 or the step --score-step names; where a number is expected, a series
+of one step is its value, so data["score"] >= 0.2396 runs as the reference writes it.
 Each check is an expression of the language in ppo/metrics/expressions.py (the reference's grammar, never eval'd).
 
 Exit status: 0 every check passed; 1 a check failed (a regression, or a check that reads data the run lacks);
@@ -54,6 +59,12 @@ def _parser() -> argparse.ArgumentParser:
         type=non_negative_int,
         help="INFRA-FAIL every check unless the run logged step N (for checks such as mean(d) that name no step)",
     )
+    parser.add_argument(
+        "--score-step",
+        metavar="N",
+        type=non_negative_int,
+        help="the step a flat score file's values are read at (default 0), e.g. the evaluated checkpoint's step",
+    )
     return parser
 
 
@@ -82,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         except ExpressionError as exc:
             return _fail(f"check {index}: {exc}")
     try:
-        data = load_metrics(args.metrics)
+        data = load_metrics(args.metrics, score_step=args.score_step)
     except MetricsFormatError as exc:
         return _fail(str(exc))
     except OSError as exc:

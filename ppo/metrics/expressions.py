@@ -13,6 +13,9 @@ but it is only ever handed to ``ast.parse`` and then translated, node by node, i
 - ``data["<metric>"]`` is a series; ``data["<metric>"]["<step>"]`` (or ``[40]``) is a number. Keys must be literal
   strings (integers for steps), so every (metric, step) a check reads is known before it runs — which is how an
   unreached step is told apart from a regression (see :mod:`ppo.metrics.checks`).
+- a series where a number is expected (``data["score"] >= 0.24``) stands for its only value: it must hold exactly
+  one step, as a flat score file ``{"score": v}`` does (:mod:`ppo.metrics.loader`); on a longer series the check
+  is an :class:`EvaluationError` that says to pick a step or reduce it.
 - number literals, ``True``/``False``; ``+ - * /`` and unary ``-``/``+`` on numbers. ``**`` is refused: thresholds
   never need it (write ``1e-3``), and ``9**9**9`` would otherwise stall the checker.
 - comparisons ``< <= > >= == !=`` between numbers, chained as in Python (``0 <= x < 6``).
@@ -20,6 +23,7 @@ but it is only ever handed to ``ast.parse`` and then translated, node by node, i
 - the helpers of :mod:`ppo.metrics.series`: ``min(d)``, ``max(d)``, ``mean(d, range_start=1, range_end=0,
   ignore_top_p=0.0)``, ``median(d, range_start=1, range_end=0)``, ``ratio_above(d, threshold)``, whose first
   argument is a series and the others numbers. Ranges count entries, not step numbers; see that module.
+- ``abs(x)`` of a number, as the reference's checks write ``abs(data["train/loss"]["1"] - 0.6931) < 0.0005``.
 
 A whole check must be a boolean. Everything else — other names and calls, attribute access, lambdas,
 comprehensions, containers, f-strings, walrus, starred arguments, strings outside a subscript, dunder keys — is
@@ -89,6 +93,8 @@ HELPERS: dict[str, _HelperSpec] = {
     "median": _HelperSpec(series_median, ("d", "range_start", "range_end"), 1),
     "ratio_above": _HelperSpec(ratio_above, ("d", "threshold"), 2),
 }
+NUMBER_FUNCTIONS: dict[str, Callable[[Any], Any]] = {"abs": abs}
+"""Functions of one number, each a :class:`Unary` node whose ``op`` is its name."""
 
 _COMPARE_OPS: dict[type[ast.cmpop], tuple[str, Callable[[Any, Any], bool]]] = {
     ast.Lt: ("<", operator.lt),
@@ -158,6 +164,13 @@ class SeriesRef(Node):
 class PointRef(Node):
     metric: str
     step: str
+
+
+@dataclass(frozen=True)
+class OnlyValue(Node):
+    """A series where a number is expected: the value of its only step."""
+
+    series: SeriesRef
 
 
 @dataclass(frozen=True)
@@ -313,8 +326,9 @@ class _Builder:
                 return self.subscript(node)
             case ast.Name(id="data"):
                 raise self.refuse(node, "bare 'data'", 'index it with a metric name: data["train/reward"]')
-            case ast.Name(id=name) if name in HELPERS:
-                raise self.refuse(node, f"helper {name!r} without a call", f"call it: {name}(data[\"...\"])")
+            case ast.Name(id=name) if name in HELPERS or name in NUMBER_FUNCTIONS:
+                argument = 'data["..."]' if name in HELPERS else "x"
+                raise self.refuse(node, f"helper {name!r} without a call", f"call it: {name}({argument})")
             case ast.Name(id=name):
                 raise self.refuse(node, f"the name {name!r}", f"the only names are data and {_helper_names()}")
             case ast.UnaryOp(op=ast.Not()):
@@ -344,10 +358,13 @@ class _Builder:
 
     def expect(self, node: ast.expr, kind: str, role: str) -> Node:
         built, actual = self.build(node)
+        if kind == NUMBER and actual == SERIES:
+            assert isinstance(built, SeriesRef)
+            return OnlyValue(built.text, built)
         if actual != kind:
             hint = ""
             if actual == SERIES:
-                hint = f"; pick a step ({built.text}[\"<step>\"]) or reduce it ({_helper_names()})"
+                hint = f"; pick a step ({built.text}[\"<step>\"]) or reduce it ({', '.join(HELPERS)})"
             raise ExpressionError(f"{role} must be a {kind}, but {_quote(built.text)} is a {actual}{hint}")
         return built
 
@@ -395,10 +412,12 @@ class _Builder:
         )
         return Compare(self.text(node), operands, tuple(ops))
 
-    def call(self, node: ast.Call) -> HelperCall:
+    def call(self, node: ast.Call) -> HelperCall | Unary:
         if not isinstance(node.func, ast.Name):
             raise self.refuse(node, "this call", f"only the helpers {_helper_names()} can be called")
         name = node.func.id
+        if name in NUMBER_FUNCTIONS:
+            return self.number_call(node, name)
         spec = HELPERS.get(name)
         if spec is None:
             raise self.refuse(node, f"a call to {name!r}", f"the helpers are {_helper_names()}")
@@ -429,9 +448,14 @@ class _Builder:
         )
         return HelperCall(self.text(node), name, series, kwargs)
 
+    def number_call(self, node: ast.Call, name: str) -> Unary:
+        if len(node.args) != 1 or node.keywords or isinstance(node.args[0], ast.Starred):
+            raise self.refuse(node, f"this call of {name}()", f"the signature is {name}(x), x a number")
+        return Unary(self.text(node), name, self.expect(node.args[0], NUMBER, f"the argument of {name}()"))
+
 
 def _helper_names() -> str:
-    return ", ".join(HELPERS)
+    return ", ".join([*HELPERS, *NUMBER_FUNCTIONS])
 
 
 def _signature(name: str) -> str:
@@ -456,6 +480,14 @@ def _evaluate(node: Node, data: Mapping[str, Mapping[str, float]], trace: _Trace
             return value
         case SeriesRef(metric=metric):
             return _series(data, metric)
+        case OnlyValue(series=series_ref):
+            series = _evaluate(series_ref, data, trace)
+            if len(series) != 1:
+                raise EvaluationError(
+                    f"{_quote(node.text)} is a series of {len(series)} steps where a number is expected: pick a step "
+                    f"({node.text}[\"<step>\"]) or reduce it ({', '.join(HELPERS)})"
+                )
+            return next(iter(series.values()))
         case PointRef(metric=metric, step=step):
             series = _series(data, metric)
             if step not in series:
@@ -466,7 +498,7 @@ def _evaluate(node: Node, data: Mapping[str, Mapping[str, float]], trace: _Trace
             return not _evaluate(operand, data, trace)
         case Unary(op=op, operand=operand):
             value = _evaluate(operand, data, trace)
-            return -value if op == "-" else +value
+            return NUMBER_FUNCTIONS[op](value) if op in NUMBER_FUNCTIONS else (-value if op == "-" else +value)
         case Arith(op=op, left=left, right=right):
             a, b = _evaluate(left, data, trace), _evaluate(right, data, trace)
             try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 
 
 class SeriesError(ValueError):
@@ -63,6 +64,10 @@ def series_mean(
 ) -> float:
     """Mean of the selected entries; ``ignore_top_p`` drops that fraction of the largest first.
 
+    The mean is exact, rounded once, as the reference's ``statistics.mean`` computes it: the values are summed as
+    fractions, so a series that is 0.06 at every step has a mean of exactly 0.06 (``fsum(values) / n`` rounds twice
+    and gives 0.060000000000000005 for nine of them, which turns ``mean(d) > 0.06`` true).
+
     As in the reference, ``int(n * (1 - p))`` values are kept, but never fewer than one (``p = 1`` keeps the
     smallest), so a spike filter cannot turn a short run into an error.
     """
@@ -74,7 +79,7 @@ def series_mean(
     if ignore_top_p > 0.0:
         values = sorted(values)[: max(int(len(values) * (1.0 - ignore_top_p)), 1)]
     if all(math.isfinite(v) for v in values):
-        return math.fsum(values) / len(values)
+        return float(sum(map(Fraction, values), Fraction(0)) / len(values))
     return sum(values) / len(values)
 
 

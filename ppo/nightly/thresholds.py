@@ -83,7 +83,7 @@ def evaluate_subject(comparison: Comparison, data: Mapping[str, Mapping[str, flo
 
 
 def literal_value(node) -> float | None:
-    """The value of a constant subtree (numbers, unary +/-, + - * /), ``None`` if it reads data."""
+    """The value of a constant subtree (numbers, unary +/-, abs, + - * /), ``None`` if it reads data."""
     match node:
         case Num(value=value):
             try:
@@ -95,6 +95,9 @@ def literal_value(node) -> float | None:
             return None if inner is None else -inner
         case Unary(op="+", operand=operand):
             return literal_value(operand)
+        case Unary(op="abs", operand=operand):
+            inner = literal_value(operand)
+            return None if inner is None else abs(inner)
         case Arith(op=op, left=left, right=right):
             a, b = literal_value(left), literal_value(right)
             if a is None or b is None:

@@ -123,6 +123,19 @@ def test_reference_layout_json_input(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_a_flat_score_file_runs_nemo_rls_check_unchanged(tmp_path):
+    """What NeMo-RL's evaluation recipes write (`sed ... > ${RUN_LOG}-8k-metric.json`) and check."""
+    scores = tmp_path / "run-8k-metric.json"
+    scores.write_text('{"score": 0.2604}\n')
+    done = run_cli(scores, 'data["score"] >= 0.2396')
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _rows(done.stdout) == [["PASS", 'data["score"] >= 0.2396  0.2604']]
+    assert run_cli(scores, 'data["score"] >= 0.3').returncode == 1
+    done = run_cli(scores, "--score-step", "240", 'data["score"]["240"] >= 0.2396', "--step-needed", "240")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "verdict: PASS (1 pass; last step 240)"
+
+
 def test_json_with_nonfinite_value_is_strict(tmp_path):
     with MetricsWriter(tmp_path) as writer:
         writer.log(1, {"train/loss": float("nan")})
@@ -148,6 +161,7 @@ def test_json_with_nonfinite_value_is_strict(tmp_path):
         (("EMPTY_DIR", "1 < 2"), "without a metrics.jsonl"),
         (("CORRUPT", "1 < 2"), "metrics.jsonl:2: not valid JSON"),
         (("RUN", "1 < 2", "--json", "NO_DIR/out.json"), "cannot write"),
+        (("RUN", "1 < 2", "--score-step", "3"), "a score step is only for a flat score file"),
     ],
 )
 def test_bad_command_line_or_file_exits_2_with_one_line(run_dir, tmp_path, args, stderr_part):
@@ -175,6 +189,7 @@ def test_help_exits_0():
     done = run_cli("--help")
     assert done.returncode == 0
     assert "INFRA-FAIL" in done.stdout
+    assert "--score-step N" in done.stdout and 'data["score"] >= 0.2396' in done.stdout
 
 
 def test_runs_without_the_package_installed(run_dir):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -27,6 +28,10 @@ DATA = {
     "train/reward": {str(s): s / 8 for s in range(1, 11)},
     "train/loss": {str(s): 8.0 / s for s in range(1, 11)},
     "validation/accuracy": {"5": 0.5, "10": 0.75},
+    # not dyadic, on purpose: fsum(values) / n of nine 0.06 is 0.060000000000000005
+    "train/grad_norm": {str(s): 0.06 for s in range(1, 11)},
+    # one step, as a flat score file {"score": 0.2604} reads
+    "score": {"0": 0.2604},
 }
 R = 'data["train/reward"]'
 
@@ -76,6 +81,14 @@ VALID = [
     ("1 == 1.0 != 2", True, 1.0, True),
     ("True", True, None, True),
     ("not False or False", True, None, True),
+    # NeMo-RL's checks, as they are written there
+    ('abs(data["train/loss"]["8"] - 1.0) < 0.0005', True, 0.0, True),
+    (f'abs({R}["1"] - 1) > 0.8', True, 0.875, True),
+    (f'abs(-{R}["2"]) == 0.25', True, 0.25, True),
+    ('mean(data["train/grad_norm"], 2, 0) > 0.06', False, 0.06, True),
+    ('mean(data["train/grad_norm"], 2, 0) == 0.06', True, 0.06, True),
+    ('data["score"] >= 0.2396', True, 0.2604, False),
+    ('abs(data["score"] - 0.26) < 0.001', True, pytest.approx(0.0004), False),
 ]
 
 
@@ -120,6 +133,7 @@ def _reference_namespace():
         "mean": ref_mean,
         "median": ref_median,
         "ratio_above": lambda value, threshold: sum(float(v) >= threshold for v in value.values()) / len(value),
+        "abs": abs,
     }
 
 
@@ -160,6 +174,10 @@ def test_check_records_every_point_it_reads():
         (f"median({R}, 3, 3) > 0", EvaluationError, "selects no entries"),
         (f"mean({R}, 1.5) > 0", EvaluationError, "range_start must be an integer"),
         (f"mean({R}, ignore_top_p=2) > 0", EvaluationError, "ignore_top_p"),
+        (f"{R} > 0", EvaluationError, re.escape(
+            f"'{R}' is a series of 10 steps where a number is expected: pick a step ({R}[\"<step>\"]) or reduce it "
+            "(min, max, mean, median, ratio_above)")),
+        (f"abs({R}) > 0", EvaluationError, "a series of 10 steps"),
     ],
 )
 def test_evaluation_errors(source, error, match):
@@ -228,7 +246,12 @@ HOSTILE = [
     ("statement", "import os", "not a valid expression"),
     ("empty", "   ", "empty check"),
     ("not a boolean", f'{R}["1"]', "is a number"),
-    ("series compared", f"{R} > 0", "is a series"),
+    ("number to a series helper", f'min({R}["1"]) > 0', "the first argument of min() must be a series"),
+    ("abs of two", "abs(1, 2) > 0", "the signature is abs(x), x a number"),
+    ("abs keyword", "abs(x=1) > 0", "the signature is abs(x)"),
+    ("abs starred", "abs(*[1]) > 0", "the signature is abs(x)"),
+    ("abs of a boolean", "abs(1 < 2) > 0", "the argument of abs() must be a number"),
+    ("abs bare", "abs > 0", "helper 'abs' without a call"),
     ("bare data", "min(data) > 0", "bare 'data'"),
     ("unknown keyword", f"mean({R}, start=1) > 0", "the keyword 'start'"),
     ("missing threshold", f"ratio_above({R}) > 0", "without threshold"),

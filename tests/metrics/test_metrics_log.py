@@ -180,6 +180,16 @@ def test_loader_accepts_a_run_dir_a_log_and_the_reference_layout(tmp_path):
     assert load_metrics(log_named_json) == {"a": {"3": 1.0}}
 
 
+def test_a_flat_score_file_reads_as_a_one_step_series(tmp_path):
+    scores = tmp_path / "aime-8k-metric.json"
+    scores.write_text('{"score": 0.2604, "pass@16": "NaN", "skipped": null}\n')
+    data = load_metrics(scores)
+    assert data["score"] == {"0": 0.2604} and data["skipped"] == {}
+    assert math.isnan(data["pass@16"]["0"])
+    assert load_metrics(scores, score_step=240)["score"] == {"240": 0.2604}
+    assert last_step(load_metrics(scores, score_step=240)) == 240
+
+
 def test_loader_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="without a metrics.jsonl"):
         load_metrics(tmp_path)
@@ -193,6 +203,14 @@ def test_loader_errors(tmp_path):
     bad_value.write_text('{"a": {"1": "high"}}')
     with pytest.raises(MetricsFormatError, match="metric 'a' step '1'"):
         load_metrics(bad_value)
+    bad_score = tmp_path / "bad_score.json"
+    bad_score.write_text('{"score": true}')
+    with pytest.raises(MetricsFormatError, match="metric 'score' step '0': a metric value must be a number"):
+        load_metrics(bad_score)
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"step": 1, "a": 1.0}\n')
+    with pytest.raises(MetricsFormatError, match="a score step is only for a flat score file"):
+        load_metrics(log, score_step=3)
 
 
 def test_last_step_of_nothing_is_none():

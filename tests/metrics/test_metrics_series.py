@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import statistics
 
 import pytest
@@ -60,6 +61,23 @@ def _reference_mean(value: dict[str, float], range_start: int = 1, range_end: in
 def test_mean_agrees_with_the_reference_when_steps_start_at_one(range_start, range_end):
     series = {str(s): math.sin(s) + 0.1 * s for s in range(1, 21)}
     assert series_mean(series, range_start, range_end) == pytest.approx(_reference_mean(series, range_start, range_end))
+
+
+@pytest.mark.parametrize("steps", [2, 10, 12, 27, 1000])
+def test_the_mean_of_a_constant_series_is_that_constant(steps):
+    """NeMo-RL's ``mean(data["train/grad_norm"], 2, 0) > 0.06`` is false on a series that is 0.06 at every step;
+    ``fsum(values) / n`` gives 0.060000000000000005 for 9, 11, 26, ... values, and the check would pass."""
+    series = {str(s): 0.06 for s in range(1, steps + 1)}
+    assert series_mean(series) == 0.06
+    assert series_mean(series, 2, 0) == 0.06
+
+
+def test_the_mean_is_exact_rounded_once_as_the_reference_computes_it():
+    rng = random.Random(0)
+    for _ in range(300):
+        series = {str(s): rng.uniform(-1.0, 1.0) * 10.0 ** rng.randint(-8, 8) for s in range(1, rng.randint(7, 60))}
+        for range_start, range_end in ((1, 0), (2, 0), (-5, -1)):
+            assert series_mean(series, range_start, range_end) == _reference_mean(series, range_start, range_end)
 
 
 def test_ranges_count_entries_when_a_resumed_log_starts_late():

@@ -22,6 +22,9 @@ from tests.nightly.conftest import make_git_repo
         ('0.1 * 2 >= mean(data["m"], -10)', [('mean(data["m"], -10)', [("<=", pytest.approx(0.2))])]),
         ('data["m"]["2"] - data["m"]["0"] >= 0.3', [('data["m"]["2"] - data["m"]["0"]', [(">=", 0.3)])]),
         ('data["a"]["1"] > data["b"]["1"]', [('data["a"]["1"]', [])]),
+        ('abs(data["m"]["1"] - 0.6931) < 0.0005', [('abs(data["m"]["1"] - 0.6931)', [("<", 0.0005)])]),
+        ('abs(-0.5) < data["m"]["1"]', [('data["m"]["1"]', [(">", 0.5)])]),
+        ('data["score"] >= 0.2396', [('data["score"]', [(">=", 0.2396)])]),
         (
             '0.79 < min(data["lo"]) and max(data["hi"]) < 1.29',
             [('min(data["lo"])', [(">", 0.79)]), ('max(data["hi"])', [("<", 1.29)])],
