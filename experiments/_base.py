@@ -12,7 +12,8 @@
 - Transformer Engine's layers for the policy and the critic (flash attention, no ``T × T`` mask; sequence
   parallelism when a recipe turns it on): the GPU install profile has it, and a worker without it stops in one line;
 - 8192 new tokens in a 10240-token context (the ``MaxSequenceLength`` tag); micro-batches of up to 10240 tokens;
-- DAPO-Math-17k for training, AIME 2024 for validation; a SLURM job of whole 8-GPU nodes;
+- DAPO-Math-17k for training, AIME 2024 for validation (greedy accuracy and avg@32); a SLURM job of whole 8-GPU
+  nodes;
 - every GPU at work, colocated: policy, critic and vLLM take turns on each GPU.  At the base's TP 1 that is
   ``data_parallel`` = ``num_engines`` = the job's GPUs; a recipe that raises a TP lowers the matching count
   (the dry run's ``GPUs used: U of N`` line and validation say when a layout leaves GPUs idle).
@@ -136,6 +137,7 @@ def base_config(name: str, model: str, *, nodes: int, gpus_per_node: int = 8) ->
             ppo_epochs=4,
             num_minibatches=1,
             val_period=10,
+            val_samples=32,  # AIME's 30 problems: avg@32 as DAPO reports it, beside greedy accuracy
             checkpoint_period=10,
             dynamic_sampling=True,
             max_gen_batches=3,

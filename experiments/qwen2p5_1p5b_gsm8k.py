@@ -48,6 +48,7 @@ def config() -> fdl.Config:
     cfg.trainer.ppo_epochs = 1
     cfg.trainer.max_steps = 100
     cfg.trainer.dynamic_sampling = False
+    cfg.trainer.val_samples = 0  # 1319 test problems: greedy accuracy is precise enough without sampled answers
     cfg.reward_shaping.scale = False
     cfg.reward_shaping.overlong_buffer = None
     # VAPO's decoupled GAE: returns with λ_value = 1, advantages with the length-adaptive λ_policy

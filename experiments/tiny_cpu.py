@@ -8,6 +8,7 @@
     python launch.py experiments/tiny_cpu.py --fiddler mixed_sizes            # 1-, 2- and 3-digit sums in one stream
     python launch.py experiments/tiny_cpu.py --fiddler reversed_answers       # sums written units digit first
     python launch.py experiments/tiny_cpu.py reward_shaping.char_credit=1.0   # partial credit per right digit
+    python launch.py experiments/tiny_cpu.py --fiddler digits_in_place_reward # a reward function of your own
 
 A random Qwen2-architecture model is created in the run directory, warm-started with a few supervised steps that
 teach the answer format (it stays far from solving the task), then trained with PPO: vLLM samples one answer
@@ -23,6 +24,7 @@ import fiddle as fdl
 
 from ppo.algorithms.estimators import GAE, GRPO, RLOO, RawReward, ReinforcePlusPlus
 from ppo.data.tasks import ArithmeticTaskSpec, MixedArithmeticTaskSpec
+from ppo.envs.reward import RewardFunction
 from ppo.experiment import Experiment
 from ppo.loop.settings import PPOSettings, RewardShaping
 from ppo.models.optim import OptimizerSettings
@@ -117,6 +119,11 @@ def mixed_sizes(cfg: fdl.Config) -> None:
 def reversed_answers(cfg: fdl.Config) -> None:
     """Fiddler: answers least significant digit first (``12+39=`` → ``15``), so that a partial answer can be judged."""
     cfg.task.reverse_answer = True
+
+
+def digits_in_place_reward(cfg: fdl.Config) -> None:
+    """Fiddler: a reward function of your own (``experiments/_rewards.py``) in place of the math verifier."""
+    cfg.reward = fdl.Config(RewardFunction, function="experiments._rewards:digits_in_place")
 
 
 def raw_reward(cfg: fdl.Config) -> None:

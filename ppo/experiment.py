@@ -26,6 +26,7 @@ from typing import Any
 from ppo.algorithms.estimators import GAE
 from ppo.algorithms.options import KL_KINDS, check_loss_options
 from ppo.cluster.plan import EngineLayout, GroupLayout, PlacementError, machine_gpus, plan_placement
+from ppo.envs.reward import RewardFunction
 from ppo.loop.settings import PPOSettings, RewardShaping
 from ppo.models.architecture import UnsupportedModelError
 from ppo.rollout.settings import VLLMGeneration
@@ -67,6 +68,7 @@ class Experiment:
     seed: int = 0
     colocated: bool = True  # policy, critic and vLLM share every GPU (taking turns); False: engines get their own
     allow_idle_gpus: bool = False  # accept a layout that leaves some of the job's GPUs without work
+    reward: RewardFunction | None = None  # a reward function of your own instead of the math verifier
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -95,7 +97,8 @@ class Experiment:
             if not condition:
                 raise ExperimentError(message)
 
-        for name, part in [("model", self.model), ("task", self.task), ("trainer", self.trainer)]:
+        parts = [("model", self.model), ("task", self.task), ("trainer", self.trainer), ("reward", self.reward)]
+        for name, part in [(name, part) for name, part in parts if part is not None]:
             try:
                 part.validate()
             except (ValueError, FileNotFoundError) as err:

@@ -1,10 +1,11 @@
 """The random streams of a run, each derived from the experiment's ``seed`` by what it is for and where it is used.
 
 A run draws randomness in several places: vLLM's sampling for each generation attempt of each step, the order of the
-minibatches in each epoch of each step.  Each stream's seed is ``derive_seed(seed, purpose, *position)``: numpy's
-``SeedSequence`` over (the experiment's seed, the purpose's number, the position), so that two streams never share
-a seed by accident (as ``seed * K + step * M + attempt`` arithmetic can, when ``attempt`` reaches ``M``), a rerun and
-a resumed run draw exactly the same numbers, and a new purpose never shifts the existing ones.
+minibatches in each epoch of each step, validation's sampled answers at each validated step. Each stream's seed is
+``derive_seed(seed, purpose, *position)``: numpy's ``SeedSequence`` over (the experiment's seed, the purpose's
+number, the position), so that two streams never share a seed by accident (as ``seed * K + step * M + attempt``
+arithmetic can, when ``attempt`` reaches ``M``), a rerun and a resumed run draw exactly the same numbers, and a new
+purpose never shifts the existing ones.
 
 The data order (``PromptLoader``) and the workers' initial state take the experiment's seed as it is: each is a single
 stream of its own generator.  The warm start's batches take ``trainer.warm_start_seed`` instead: the warm start makes
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-PURPOSES = {"sampling": 1, "minibatch_order": 2}
+PURPOSES = {"sampling": 1, "minibatch_order": 2, "validation_sampling": 3}
 """Each stream's number in the derivation.  Append new purposes; renumbering one changes every run's draws."""
 
 

@@ -15,6 +15,7 @@ from ppo.envs.math import VERIFY_TIMEOUT
 from ppo.envs.math_worker import init_worker, score_item
 from ppo.envs.pass_at_k import grouped_pass_at_k
 from ppo.envs.pool import TimeoutPool
+from ppo.envs.reward import RewardFunction, score_with
 
 
 class MathEnvironment:
@@ -32,7 +33,13 @@ class MathEnvironment:
         timeout: float = VERIFY_TIMEOUT,
         pass_k: Sequence[int] = (1, 4, 8, 16),
         start_method: str = "spawn",
+        reward: RewardFunction | None = None,
     ) -> None:
+        """``reward``: a function of your own (:mod:`ppo.envs.reward`) in place of the math verifier; its
+        ``timeout_s`` replaces ``timeout``."""
+        if reward is not None:
+            timeout = reward.timeout_s
+        self.reward = reward
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")
         if any(k < 1 for k in pass_k):
@@ -70,8 +77,12 @@ class MathEnvironment:
                        response_lengths=response_lengths)
         if batch == 0:
             return torch.zeros(0), {}
-        calls = [(response, truth) for response, truth in zip(responses, ground_truths)]
-        outcomes, cut_off = self._pool.map(score_item, calls, timeout=self.timeout, default=(0.0, False))
+        if self.reward is None:
+            calls = [(response, truth) for response, truth in zip(responses, ground_truths)]
+            outcomes, cut_off = self._pool.map(score_item, calls, timeout=self.timeout, default=(0.0, False))
+            errors = 0
+        else:
+            outcomes, cut_off, errors = self._score_with_function(responses, ground_truths)
         rewards = torch.tensor([float(reward) for reward, _ in outcomes], dtype=torch.float32)
         lengths = list(response_lengths) if response_lengths is not None else [
             len(r) if isinstance(r, str) else 0 for r in responses
@@ -83,6 +94,8 @@ class MathEnvironment:
             "response_length/max": float(max(lengths)),
             "verify_timeouts": float(sum(cut_off)),
         }
+        if self.reward is not None:
+            metrics["reward_errors"] = float(errors)
         if finished is not None:
             metrics["finished_fraction"] = sum(bool(f) for f in finished) / batch
         if group_ids is not None:
@@ -92,6 +105,19 @@ class MathEnvironment:
                 if value is not None:
                     metrics[f"pass@{k}"] = value
         return rewards, metrics
+
+    def _score_with_function(self, responses, ground_truths) -> tuple[list[tuple[float, bool]], list[bool], int]:
+        """The reward function's outcomes; a sample whose call failed scores 0.0, named in one line each time the
+        step has one (the first, and how many more)."""
+        calls = [(self.reward.function, response, truth) for response, truth in zip(responses, ground_truths)]
+        results, cut_off = self._pool.map(score_with, calls, timeout=self.timeout, default=(0.0, False, None))
+        failed = [(i, why) for i, (_, _, why) in enumerate(results) if why is not None]
+        if failed:
+            index, why = failed[0]
+            more = f" (and {len(failed) - 1} more samples)" if len(failed) > 1 else ""
+            print(f"[ppo] reward function {self.reward.function} on sample {index} {why}; it scores 0.0{more}",
+                  flush=True)
+        return [(reward, ok) for reward, ok, _ in results], cut_off, len(failed)
 
     def close(self) -> None:
         self._pool.close()

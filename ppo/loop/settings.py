@@ -70,6 +70,11 @@ class PPOSettings:
     policy_training_start_step: int = 0
     val_period: int = 10
     val_prompts: int | None = None
+    # besides the greedy answer, K sampled answers per held-out problem (at the rollouts' sampling settings):
+    # validation/avg@K and unbiased validation/pass@k; 0: greedy only.  AIME's 30 problems want K = 32 (DAPO's avg@32)
+    val_samples: int = 0
+    # the share of each step's training samples kept as text in <run_dir>/samples/step_N.jsonl (validation keeps all)
+    train_sample_fraction: float = 0.05
     checkpoint_period: int = 10
     keep_checkpoints: int = 2  # the latest k complete checkpoints are kept ...
     keep_best: int = 0  # ... plus the best k by best_metric (at checkpoint steps where it was logged)
@@ -111,6 +116,10 @@ class PPOSettings:
                      "max_gen_batches", "math_workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
+        if self.val_samples < 0:
+            raise ValueError(f"trainer.val_samples must be >= 0 (0: greedy only), got {self.val_samples}")
+        if not 0 <= self.train_sample_fraction <= 1:
+            raise ValueError(f"trainer.train_sample_fraction must be in [0, 1], got {self.train_sample_fraction}")
         if self.best_mode not in ("max", "min"):
             raise ValueError(f"trainer.best_mode must be 'max' or 'min', got {self.best_mode!r}")
         if self.start_timeout_s is not None and not self.start_timeout_s > 0:

@@ -39,24 +39,27 @@ from transformers import AutoTokenizer
 from ppo.algorithms.advantages import estimate_advantages
 from ppo.algorithms.kl import KLController, kl_penalty
 from ppo.algorithms.masked import masked_mean, masked_var
-from ppo.algorithms.reduction import mean_by_group
 from ppo.algorithms.rewards import token_level_rewards, whiten_rewards
 from ppo.cluster.deadline import WorkerTimeout
 from ppo.cluster.placement import check_cluster_shape, cluster_shape, reserve
 from ppo.cluster.ray_runtime import connect_or_start
 from ppo.data import PromptLoader
+from ppo.envs.answer import extract_answer
 from ppo.envs.math_env import MathEnvironment
 from ppo.loop.schedules import critic_schedule
 from ppo.loop.settings import MISMATCH_PROBE_EVERY, PPOSettings
 from ppo.loop.step_metrics import batch_metrics, environment_metrics, skipped_updates, update_metrics
 from ppo.metrics import MetricsWriter
+from ppo.metrics.samples import every_nth, write_samples
 from ppo.metrics.wandb_sink import WandbSink
 from ppo.models.export import save_weights, write_hf_export
 from ppo.rollout.batch import build_rollout_batch, select
 from ppo.rollout.collect import CollectionStopped, Collector
 from ppo.rollout.critic_view import with_prefixes, without_prefixes
+from ppo.rollout.evaluate import evaluate
 from ppo.rollout.generation import EnginePool, start_generation_worker
-from ppo.rollout.settings import Sample, SamplingConfig
+from ppo.rollout.settings import Sample
+from ppo.seeds import derive_seed
 from ppo.workers.group import PolicyGroup, ValueGroup
 from ppo.workers.logs import LOGS
 from ppo.workers.memory import REFIT_STEPS
@@ -108,6 +111,8 @@ class PPOTrainer:
         self.collector: Collector | None = None  # one step's batch from the engines (ppo.rollout.collect)
         self.schedule = None  # how the critic's work interleaves with the policy's (ppo.loop.schedules)
         self.refit_stats: dict[str, float] = {}
+        self.sample_rows: list[dict] = []  # the step's kept samples (ppo.metrics.samples), written with its metrics
+        self.prompt_of: dict[str, str] = {}  # record id -> the problem's text, for the kept training samples
         self.phase = "train"  # the workers are built on the device; the first refit hands it to generation
         # trainer.critic_beside_generation: the next step's batch, collected while the critic trained, with its env
         # metrics, timings and the driver bytes it cost (and the loader's state before it, which a checkpoint keeps
@@ -130,7 +135,8 @@ class PPOTrainer:
         self.train_records = exp.task.train_records()
         self.val_records = exp.task.val_records()[: cfg.val_prompts] if cfg.val_prompts else exp.task.val_records()
         self.loader = PromptLoader(self.train_records, cfg.prompts_per_step, seed=exp.seed)
-        self.env = MathEnvironment(num_workers=cfg.math_workers)
+        self.prompt_of = {record.id: record.prompt for record in self.train_records}
+        self.env = MathEnvironment(num_workers=cfg.math_workers, reward=exp.reward)
         print(f"[ppo] run dir {self.run_dir}", flush=True)
         workers_started = time.perf_counter()
         self.start_workers()
@@ -338,6 +344,7 @@ class PPOTrainer:
         cfg = self.cfg
         self.shipper.new_step()
         batch, env_metrics = self.next_batch()  # generated with the weights of the last refit, scored and shaped
+        self.keep_training_samples(batch)
         mask = batch["response_mask"]
 
         self.current_phase = "values" if self.critic is not None else "logprobs"
@@ -483,22 +490,35 @@ class PPOTrainer:
         return logp_old, logp_ref, probe
 
     def validate(self) -> dict[str, float]:
-        """Greedy decoding on the held-out prompts: ``validation/accuracy`` and ``validation/avg_length``, and
-        ``validation/accuracy/<group>`` for each ``metadata["group"]`` of the records (a mixed task's sizes)."""
+        """The held-out problems (:func:`ppo.rollout.evaluate.evaluate`): greedy ``validation/accuracy`` and
+        ``avg_length`` (and per ``metadata["group"]``), with ``trainer.val_samples`` = K also ``avg@K`` and
+        ``pass@k``; every answer is kept for the step's samples file."""
         self.enter_phase("generate")
-        sampling = self.exp.generation.sampling
-        greedy = SamplingConfig(n=1, temperature=0.0, max_new_tokens=sampling.max_new_tokens,
-                                stop=sampling.stop, stop_token_ids=sampling.stop_token_ids, logprobs=False)
         prompts = self.template.encode_many(self.val_records, self.tokenizer)
-        samples = self.engines.generate(prompts, greedy)
-        responses = [group[0].text for group in samples]
-        rewards, _ = self.env.score(responses, [r.ground_truth for r in self.val_records])
-        lengths = [len(group[0].token_ids) for group in samples]
-        metrics = {"validation/accuracy": rewards.mean().item(), "validation/avg_length": sum(lengths) / len(lengths)}
-        groups = [record.metadata.get("group") for record in self.val_records]
-        for name, accuracy in mean_by_group(rewards.tolist(), groups).items():
-            metrics[f"validation/accuracy/{name}"] = accuracy
+        metrics, rows = evaluate(self.engines.generate, self.env, self.val_records, prompts,
+                                 self.exp.generation.sampling, samples=self.cfg.val_samples,
+                                 seed=derive_seed(self.exp.seed, "validation_sampling", self.step))
+        self.sample_rows += [{"split": "validation", **row} for row in rows]
         return metrics
+
+    def keep_training_samples(self, batch: dict) -> None:
+        """``trainer.train_sample_fraction`` of the batch's samples, as text, for the step's samples file."""
+        for i in every_nth(len(batch["responses"]), self.cfg.train_sample_fraction):
+            response = batch["responses"][i]
+            self.sample_rows.append({
+                "split": "train", "record_id": batch["record_ids"][i], "group": int(batch["group_ids"][i]),
+                "prompt": self.prompt_of.get(batch["record_ids"][i]), "response": response,
+                "answer": extract_answer(response), "ground_truth": batch["ground_truths"][i],
+                "reward": float(batch["scores"][i]), "shaped_reward": float(batch["rewards"][i]),
+                "truncated": bool(batch["truncated"][i])})
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        """The step's metrics (``metrics.jsonl``, wandb) and its kept samples (``samples/step_N.jsonl``)."""
+        self.metrics.log(step, metrics)
+        self.wandb.log(step, metrics)
+        write_samples(self.run_dir, step, self.sample_rows)
+        self.wandb.log_samples(step, self.sample_rows)
+        self.sample_rows = []
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_dir(self, step: int) -> Path:
@@ -574,8 +594,7 @@ class PPOTrainer:
                 validation.update(self.timings)
                 validation.update(self.setup_timings)
                 validation.update(self.warm_start_metrics)
-                self.metrics.log(0, validation)
-                self.wandb.log(0, validation)
+                self.log(0, validation)
                 print(f"[ppo] step 0: validation accuracy {validation['validation/accuracy']:.3f}", flush=True)
             while self.step < cfg.max_steps:
                 started = time.perf_counter()
@@ -595,8 +614,7 @@ class PPOTrainer:
                 metrics["timing/train/total_step_time"] = time.perf_counter() - started
                 tokens = metrics["train/mean_gen_tokens_per_sample"] * cfg.prompts_per_step * cfg.generations_per_prompt
                 metrics["timing/train/tokens_per_s"] = tokens / metrics["timing/train/total_step_time"]
-                self.metrics.log(self.step, metrics)
-                self.wandb.log(self.step, metrics)
+                self.log(self.step, metrics)
                 self.report(metrics)
                 stop = should_stop()
                 if stop or self.step % cfg.checkpoint_period == 0 or self.step == cfg.max_steps:

@@ -57,6 +57,20 @@ class WandbSink:
             print(f"[ppo] wandb logging stopped: {err}", flush=True)
             self.run = None
 
+    def log_samples(self, step: int, rows: list[dict]) -> None:
+        """The step's kept samples (``ppo.metrics.samples``) as a wandb table ``samples``."""
+        if self.run is None or not rows:
+            return
+        try:
+            import wandb
+
+            columns = list(dict.fromkeys(key for row in rows for key in row))
+            table = wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
+            self.run.log({"samples": table}, step=step)
+        except Exception as err:  # noqa: BLE001 - wandb must never take the run down
+            print(f"[ppo] wandb logging stopped: {err}", flush=True)
+            self.run = None
+
     def close(self) -> None:
         if self.run is not None:
             try:

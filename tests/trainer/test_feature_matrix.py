@@ -411,6 +411,37 @@ def test_char_credit_rewards_each_right_answer_character_on_its_own_token(ray_ru
     assert credited > 0 and float(batch["scores"].mean()) < 1, "no partial answer to credit: the check is idle"
 
 
+def test_a_reward_of_your_own_scores_the_samples_and_every_answer_is_kept(ray_runtime, tmp_path):  # noqa: F811
+    """``--fiddler digits_in_place_reward`` (``experiments/_rewards.py``) scores instead of the verifier: every kept
+    training sample's reward is the function of its text, and ``train/reward`` their mean (all kept here).  Validation
+    keeps the greedy answer and ``trainer.val_samples`` = 2 sampled ones per problem: ``avg@2`` is the sampled
+    answers' mean reward and ``pass@1`` the share of them with a reward of 0.5 or more (the unbiased estimate of one
+    draw passing)."""
+    from experiments._rewards import digits_in_place
+    from ppo.metrics.samples import read_samples
+
+    run_dir = tmp_path / "own_reward"
+    m = run_tiny(run_dir, "trainer.max_steps=1", "trainer.prompts_per_step=16", "trainer.val_samples=2",
+                 "trainer.train_sample_fraction=1.0", "task.val_size=16", fiddlers=("digits_in_place_reward",))
+    rows = read_samples(run_dir, 1)
+    train = [r for r in rows if r["split"] == "train"]
+    assert len(train) == 16 * 4
+    for row in train:
+        assert row["reward"] == pytest.approx(digits_in_place(row["response"], row["ground_truth"]))
+    assert any(0 < row["reward"] < 1 for row in train), "no partial credit: the verifier's 1/0 would pass too"
+    assert m["train/reward"]["1"] == pytest.approx(sum(r["reward"] for r in train) / len(train))
+    for step in (0, 1):
+        validation = [r for r in read_samples(run_dir, step) if r["split"] == "validation"]
+        greedy = [r for r in validation if r["mode"] == "greedy"]
+        sampled = [r for r in validation if r["mode"] == "sampled"]
+        assert len(greedy) == 16 and len(sampled) == 32
+        assert m["validation/accuracy"][str(step)] == pytest.approx(sum(r["reward"] for r in greedy) / 16)
+        assert m["validation/avg@2"][str(step)] == pytest.approx(sum(r["reward"] for r in sampled) / 32)
+        passed = sum(r["reward"] >= 0.5 for r in sampled) / 32  # pass@k counts a reward of 0.5 or more as right
+        assert m["validation/pass@1"][str(step)] == pytest.approx(passed)
+        assert all(r["prompt"] and r["answer"] is not None or r["response"] == "" for r in greedy[:1])
+
+
 def test_a_run_seed_varies_the_rl_but_not_the_warm_started_checkpoint(ray_runtime, tmp_path):  # noqa: F811
     """``seed`` changes the RL's sampling, ``trainer.warm_start_seed`` the warm start's batches (where RL starts)."""
     one_step = ("trainer.max_steps=1", "trainer.prompts_per_step=16", "trainer.warm_start_steps=10")
