@@ -22,10 +22,11 @@ record    Makes a record from a run directory that already exists (a night run b
 --launcher replaces `python launch.py` (shell-quoted: --launcher "python tests/nightly/fake_launch.py"); run from
 the repository root. Launcher logs go to RUNS/<night>/<recipe>.stdout.log / .stderr.log.
 
-A nightly job on a cluster's login node, from a clean checkout (SLURM submissions refuse a dirty tree):
+A nightly job on a cluster, from a clean checkout (SLURM submissions refuse a dirty tree); nightly_suite_gpu.py lists
+the GPU recipes, and docs/nightly.md schedules it with scrontab or cron:
 
     cd $CHECKOUT && git pull -q
-    .venv/bin/python analysis/nightly.py run nightly_suite.py --history $SHARED/nightly --executor slurm
+    .venv/bin/python analysis/nightly.py run nightly_suite_gpu.py --history $SHARED/nightly --executor slurm
     .venv/bin/python analysis/dashboard.py $SHARED/nightly --out $SHARED/nightly/dashboard.html   # whatever the exit
 
 Triage: an INFRA-FAIL names its cause in the record's "reason" (the launcher's last stderr line, the step reached,

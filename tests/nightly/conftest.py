@@ -4,6 +4,7 @@ the stand-in experiment (tests/nightly/stand_in.py), a small git repository, and
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 import subprocess
 import sys
@@ -25,10 +26,12 @@ def fake_launcher() -> str:
     return shlex.join([sys.executable, str(FAKE_LAUNCH)])
 
 
-def run_cli(script: str, *args: object, cwd: Path = REPO, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def run_cli(script: str, *args: object, cwd: Path = REPO, timeout: float = 180,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``analysis/<script> ARGS`` in a subprocess; ``env`` is added to this process's environment."""
     return subprocess.run(
         [sys.executable, str(REPO / "analysis" / script), *map(str, args)],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env={**os.environ, **(env or {})},
     )
 
 

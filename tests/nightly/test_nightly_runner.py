@@ -1,5 +1,6 @@
 """analysis/nightly.py run / record / baseline end to end: the real launch.py runs the stand-in experiment
-(tests/nightly/stand_in.py), through tests/nightly/fake_launch.py for the SLURM path; one slow test trains for real."""
+(tests/nightly/stand_in.py), through tests/nightly/fake_launch.py for the SLURM path; one cluster test trains for real,
+as the GPU suite's first entry with the tiny recipe standing in, on the SLURM test cluster."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from ppo.cluster.ports import free_port
 from ppo.metrics import read_metrics_log
 from ppo.nightly.history import KEY_METRICS, load_history, read_record
 from ppo.nightly.run_facts import read_run_dir
+from ppo.nightly.suite import load_suite
 from tests.nightly.conftest import REPO, fake_launcher, launch_stand_in, run_cli, write_experiment
 from tests.nightly.stand_in import CHECKS, STEP
 
@@ -340,23 +343,43 @@ def _real_launcher_refusal() -> str | None:
 
 
 @pytest.mark.slow
-def test_a_short_night_with_the_real_launcher(tmp_path):
+@pytest.mark.cluster
+def test_a_short_gpu_night_on_slurm_with_the_tiny_recipe_standing_in(cluster, tmp_path, monkeypatch):
+    """nightly_suite_gpu.py's first entry, its name and gates, with experiments/tiny_cpu.py standing in for the GPU
+    recipe: the real launch.py submits it to the SLURM test cluster (one node, no GPU), the runner follows the job
+    with ``launch.py status --wait`` and judges the run with the GPU gates."""
     refusal = _real_launcher_refusal()
     if refusal:
         pytest.skip(f"launch.py cannot run experiments yet: {refusal}")
+    monkeypatch.chdir(REPO)  # a suite's experiment paths are relative to the repository root
+    gpu = load_suite("nightly_suite_gpu.py")[0]
     steps = 2
     suite = write_suite(tmp_path / "suite.json", [{
         "experiment": "experiments/tiny_cpu.py",
+        "name": gpu.name,
         "overrides": [f"trainer.max_steps={steps}", "trainer.warm_start_steps=2", "trainer.val_period=1",
-                      "trainer.checkpoint_period=100"],
+                      "trainer.checkpoint_period=100",
+                      "executor.nodes=1", "executor.gpus_per_node=0", "executor.partition=debug",
+                      "executor.time_minutes=5", "executor.signal_delay_s=60", "executor.ray_loopback_base=80",
+                      f"executor.ray_port={free_port()}", "executor.ray_join_timeout_s=90",
+                      "executor.ray_start_args=('--num-cpus=2', '--object-store-memory=200000000')"],
+        "launch_args": ["--allow-dirty"],
         "step": steps,
-        "checks": ['max(data["train/token_mult_prob_error"]) < 1.05', f'data["train/reward"]["{steps}"] >= 0'],
-        "timeout_s": 1500,
+        "checks": list(gpu.nightly.checks),
+        "timeout_s": 600,
     }])
-    done = run_cli("nightly.py", "run", suite, "--history", tmp_path / "h", "--runs-dir", tmp_path / "runs",
-                   "--night", NIGHT, timeout=1800)
+    done = run_cli("nightly.py", "run", suite, "--executor", "slurm", "--history", tmp_path / "h",
+                   "--runs-dir", tmp_path / "runs", "--night", NIGHT, env=cluster.env, timeout=900)
     (record,) = load_history(tmp_path / "h").records
+    run_dir = Path(record.run_dir)
+    if (run_dir / "job.json").exists():
+        cluster.job_ids.append(json.loads((run_dir / "job.json").read_text())["job_id"])
     assert record.status != "INFRA-FAIL", (record.reason, done.stdout[-2000:], done.stderr[-2000:])
+    assert (record.recipe, record.executor) == (gpu.name, "slurm")
     assert record.launch["exit_code"] == 0 and record.last_step == steps
+    status_line = (run_dir.parent / f"{run_dir.name}.stdout.log").read_text().splitlines()[-1]
+    assert status_line.startswith(f"{run_dir}: SLURM job ") and status_line.endswith(" COMPLETED")
+    assert [c["check"] for c in record.checks] == list(gpu.nightly.checks)
+    assert all(c["value"] is not None for c in record.checks), record.checks  # every gate's metric was logged
     assert record.config_text and record.config_hash and record.git_commit
     assert "train/reward" in record.curves and math.isfinite(record.curves["train/reward"][str(steps)])

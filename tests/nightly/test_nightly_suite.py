@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from ppo.nightly.suite import Nightly, SuiteError, load_suite, read_nightly
-from tests.nightly.conftest import write_experiment
+from tests.nightly.conftest import REPO, write_experiment
 from tests.nightly.stand_in import CHECKS, STEP
 
 
@@ -102,3 +103,21 @@ def test_bad_suite_files(tmp_path, name, content, message):
     path.write_text(content)
     with pytest.raises(SuiteError, match=message):
         load_suite(path)
+
+
+def test_the_gpu_suite_runs_each_gpu_recipe_to_its_nightly_step_with_its_gates(monkeypatch):
+    monkeypatch.chdir(REPO)  # a suite's experiment paths are relative to the repository root
+    entries = load_suite("nightly_suite_gpu.py")
+    assert [e.name for e in entries] == ["math_1b", "qwen2p5_1p5b_gsm8k", "dsr1_7b"]
+    gates = read_nightly("experiments/math_1b.py").checks
+    for entry in entries:
+        assert entry.nightly == read_nightly(entry.experiment)
+        assert set(gates) <= set(entry.nightly.checks)
+        assert entry.overrides == (f"trainer.max_steps={entry.nightly.step}",)
+        assert entry.timeout_s and not entry.launch_args
+    # the schedule in docs/nightly.md runs every entry, each once, and only through SLURM
+    scheduled = [line for line in (REPO / "docs" / "nightly.md").read_text().splitlines()
+                 if line.startswith("0 1 * * ") and "nightly_suite_gpu.py" in line]
+    assert scheduled and all("--executor slurm" in line for line in scheduled)
+    only = [re.findall(r"--only ([\w.-]+)", line) for line in scheduled]
+    assert sorted(name for names in only for name in names) == sorted(2 * [e.name for e in entries])  # scrontab, cron
