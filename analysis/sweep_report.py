@@ -1,13 +1,15 @@
-"""A sweep's results: a table per trial and per configuration, as CSV, Markdown and an HTML page.
+"""A sweep's results: tables per trial and per configuration (CSV, Markdown), figures (PNG, SVG), an HTML page.
 
     python analysis/sweep_report.py runs/sweeps/<name> [--out DIR] [--top K]
     python analysis/sweep_report.py runs/sweeps/<name> --export-best experiments/<name>_best.py [--rank R]
 
 Writes into DIR (default SWEEP_DIR/report): trials.csv (one row per trial: swept values, seed, status and reason,
 steps reached, the metric at the sweep's step and its best, step time), configs.csv (one row per configuration,
-seeds aggregated: mean ± std and n, sorted best first), report.md (both tables), and report.html (a self-contained
-page: parallel coordinates of the trials, the metric curves of the K best configurations, both tables).  The tables
-also go to standard output.  It reads the sweep directory only, so it works while the sweep runs.
+seeds aggregated: mean ± std and n, sorted best first), report.md (both tables), the figures as PNG and SVG
+(by_axis: the metric against each swept path with seed bands; heatmap: a two-path grid; curves: every trial;
+parallel: parallel coordinates; see ppo/sweep/figures.py), and report.html (a self-contained page: those figures,
+the metric curves of the K best configurations, both tables; nothing on it needs WebGL).  The configuration table
+also goes to standard output.  It reads the sweep directory only, so it works while the sweep runs.
 
 --export-best writes the winning configuration (or the R-th) as an experiment file that launch.py runs.
 
@@ -48,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def write_report(results, out: Path, top: int) -> list[Path]:
+    from ppo.sweep.figures import draw_figures
     from ppo.sweep.page import render
     from ppo.sweep.results import markdown_table
 
@@ -68,8 +71,9 @@ def write_report(results, out: Path, top: int) -> list[Path]:
     results.trials.to_csv(paths[0], index=False)
     results.configs.to_csv(paths[1], index=False)
     paths[2].write_text(markdown)
-    paths[3].write_text(render(results, top))
-    return paths
+    drawn = draw_figures(results, out)
+    paths[3].write_text(render(results, top, drawn))
+    return paths + [path for d in drawn for path in (d.png, d.svg)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,8 +11,9 @@ to :mod:`ppo.sweep.cli`.
 - :mod:`~ppo.sweep.state`: the sweep directory and ``state.json``.
 - :mod:`~ppo.sweep.local`, :mod:`~ppo.sweep.slurm`: trials as child processes, or as a submitit job array.
 - :mod:`~ppo.sweep.runner`: submission, polling, early stopping, resume.
-- :mod:`~ppo.sweep.results`, :mod:`~ppo.sweep.page`, :mod:`~ppo.sweep.export`: tables, the HTML report, and the
-  best configuration as an experiment file (``analysis/sweep_report.py``).
+- :mod:`~ppo.sweep.results`, :mod:`~ppo.sweep.figures`, :mod:`~ppo.sweep.page`, :mod:`~ppo.sweep.export`: tables,
+  the figures (PNG, SVG), the HTML report, and the best configuration as an experiment file
+  (``analysis/sweep_report.py``).
 
 Importing this package loads no Fiddle (the sweep-file names only).
 """

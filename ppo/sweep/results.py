@@ -132,6 +132,11 @@ def config_table(trials: pd.DataFrame, axes: list[str], maximize: bool) -> pd.Da
     return table[columns]
 
 
+def config_label(axes: list[str], config) -> str:
+    """A configuration (a row of either table) as ``path=value ...``; ``base`` when nothing is swept."""
+    return " ".join(f"{a}={config[a]}" for a in axes) or "base"
+
+
 def format_mean_std(mean: float, std: float, n: int) -> str:
     if n == 0 or math.isnan(mean):
         return "—"

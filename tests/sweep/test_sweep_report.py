@@ -1,16 +1,18 @@
 """``analysis/sweep_report.py``: tables per trial and per configuration, CSV / Markdown / HTML, and ``--export-best``
 whose file ``launch.py`` runs."""
 
+import base64
 import csv
 import json
 import math
+import re
 import subprocess
 import sys
 
 import pytest
 
 from ppo.sweep.results import load_results
-from tests.sweep.conftest import REPO, run_launch, state, write_sweep
+from tests.sweep.conftest import REPO, lam_grid, run_launch, state, write_sweep
 from tests.sweep.recipes.curve import reward
 
 GRID = '''
@@ -81,8 +83,13 @@ def test_report_writes_csv_markdown_and_an_offline_html_page(swept, tmp_path):
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert markdown.startswith("# Sweep grid\n") and "## Configurations (seeds aggregated, best first)" in markdown
     page = (tmp_path / "out" / "report.html").read_text()
-    assert '"type":"parcoords"' in page and 'data-plot="curves"' in page
-    assert "log10(optim.lr)" in page  # two decades and more: drawn on a log axis
+    assert re.findall(r'data-plot="(\w+)"', page) == ["curves"]  # the one plotly figure (no parcoords: WebGL)
+    for name in ("by_axis", "heatmap", "curves", "parallel"):  # a 2-D grid: every figure, beside the page
+        assert f'data-figure="{name}"' in page
+        png = (tmp_path / "out" / f"{name}.png").read_bytes()
+        assert f'src="data:image/png;base64,{base64.b64encode(png).decode()}"' in page
+        assert (tmp_path / "out" / f"{name}.svg").read_text().startswith("<?xml")
+        assert f"{name}.png, " in result.stdout and f"{name}.svg" in result.stdout
     from ppo.nightly.page import external_urls
 
     assert external_urls(page) == []
@@ -118,18 +125,17 @@ def test_report_of_a_directory_that_is_not_a_sweep(tmp_path):
                                                        f"(no sweep.json)\n"
 
 
-def test_report_works_while_trials_are_pending(swept, tmp_path):
+def test_report_works_while_trials_are_pending(tmp_path):
     import shutil
 
-    copy = tmp_path / "copy"
-    shutil.copytree(swept, copy)
-    trials = json.loads((copy / "state.json").read_text())
+    sweep = lam_grid(tmp_path / "sweep")
+    trials = json.loads((sweep / "state.json").read_text())
     first = next(iter(trials["trials"]))
-    shutil.rmtree(copy / trials["trials"][first]["run_dir"])
+    shutil.rmtree(sweep / trials["trials"][first]["run_dir"])
     trials["trials"][first]["state"] = "pending"
-    (copy / "state.json").write_text(json.dumps(trials))
-    results = load_results(copy)
+    (sweep / "state.json").write_text(json.dumps(trials))
+    results = load_results(sweep)
     row = results.trials[results.trials["trial"] == first].iloc[0]
     assert row["status"] == "pending" and math.isnan(row["metric"]) and math.isnan(row["steps"])
     assert results.configs["active"].sum() == 1
-    assert state(copy)[first]["state"] == "pending"
+    assert state(sweep)[first]["state"] == "pending"
