@@ -1,8 +1,9 @@
 """Launch an experiment: ``python launch.py experiments/tiny_cpu.py [path=value ...] [--dry-run]``.
 
 See ``ppo/launch/cli.py`` for the options and ``python launch.py --help``; ``status|logs|cancel RUN_DIR``
-follow a launched run; ``prepare FILE`` fetches the hub models and datasets an experiment names.  A sweep file
-(one that defines ``SWEEP``, see ``docs/sweeps.md``) goes to ``ppo/sweep/cli.py`` instead.  Exit status: 0 success,
+follow a launched run; ``prepare FILE`` fetches the hub models and datasets an experiment names; ``export RUN_DIR
+--out DIR`` writes a checkpoint step as an HF folder.  A sweep file (one that defines ``SWEEP``, see
+``docs/sweeps.md``) goes to ``ppo/sweep/cli.py`` instead.  Exit status: 0 success,
 2 bad command line or config (one line on stderr), 1 job failed.
 
 This script is the one place that knows both command lines: the launch layer (``ppo.launch``) knows nothing of

@@ -4,6 +4,7 @@
                      [--run-dir D] [--dry-run] [--graph out.svg] [--yes] [--allow-dirty]
     python launch.py status RUN_DIR [--wait] | logs RUN_DIR | cancel RUN_DIR
     python launch.py prepare FILE [path=value ...] [--fiddler F ...] [--executor E]
+    python launch.py export RUN_DIR [--step N] [--critic] --out DIR
     python launch.py SWEEP_FILE [path=value ...] [--executor local|slurm] [--max-parallel N] [--dry-run] ...
 
 A file that defines ``SWEEP`` is a sweep: ``launch.py`` hands it to :mod:`ppo.sweep.cli` before this module sees it
@@ -17,6 +18,7 @@ submissions need a clean git tree (or ``--allow-dirty``; the diff is saved eithe
 (a prompt on a terminal, ``--yes`` otherwise): :func:`ppo.launch.slurm.check_submission`.  Hub models and datasets
 the experiment names are fetched on this host before anything is created or queued (:mod:`ppo.launch.fetch`);
 ``prepare FILE`` does only that, and prints the command lines to launch with (:mod:`ppo.launch.prepare_command`).
+``export RUN_DIR`` writes a checkpoint step's policy or critic as an HF folder (:mod:`ppo.launch.export_command`).
 
 This module and what it imports at launch time never import torch, megatron or vllm: a dry run of a GPU recipe
 costs only the experiment file's own imports.
@@ -31,11 +33,12 @@ from pathlib import Path
 
 from ppo.config.errors import ConfigError
 
-COMMANDS = ("status", "logs", "cancel", "prepare")
+COMMANDS = ("status", "logs", "cancel", "prepare", "export")
 USAGE = ("python launch.py FILE [path=value ...] [--fiddler F] [--executor local|slurm|debug] [--name N] "
          "[--run-dir D] [--dry-run] [--graph out.svg] [--yes] [--allow-dirty]\n"
          "       python launch.py status|logs|cancel RUN_DIR\n"
-         "       python launch.py prepare FILE [path=value ...] [--fiddler F] [--executor E]")
+         "       python launch.py prepare FILE [path=value ...] [--fiddler F] [--executor E]\n"
+         "       python launch.py export RUN_DIR [--step N] [--critic] --out DIR")
 
 
 EPILOG = """examples:
@@ -45,6 +48,7 @@ EPILOG = """examples:
   python launch.py experiments/dsr1_7b.py --executor slurm --dry-run    the exact sbatch script
   python launch.py status runs/<run> --wait                          follow a run (also: logs, cancel)
   python launch.py prepare experiments/math_1b.py                    fetch its hub models and datasets
+  python launch.py export runs/<run> --step 40 --out hf/step40       a checkpoint step as an HF folder (--critic)
   python launch.py sweeps/gae_lambda.py --dry-run                    a sweep: trials, differences, resources
 
 exit status: 0 success (SLURM: submitted), 2 bad command line or config (one line on stderr, nothing created),
@@ -84,6 +88,17 @@ def _prepare_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _export_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="launch.py export", description="Write a checkpoint step of a run as an HF folder that loads on "
+                "its own (transformers, vLLM): the policy, or with --critic the critic with its value head (score). "
+                "Read a layer at a time from the distributed checkpoint, in this process.")
+    p.add_argument("run_dir", type=Path, help="the run directory")
+    p.add_argument("--step", type=int, help="the checkpoint's step (default: the latest complete one)")
+    p.add_argument("--critic", action="store_true", help="the critic (AutoModelForTokenClassification) instead")
+    p.add_argument("--out", type=Path, required=True, help="the HF folder to write (must not exist, or be empty)")
+    return p
+
+
 def _command_parser(command: str) -> argparse.ArgumentParser:
     p = _Parser(prog=f"launch.py {command}")
     p.add_argument("run_dir", type=Path)
@@ -113,6 +128,11 @@ def _run_command(command: str, rest: list[str]) -> int:
 
         args = _prepare_parser().parse_intermixed_args(rest)
         return prepare_inputs(Request(args.file, args.overrides, args.fiddler, args.executor))
+    if command == "export":
+        from ppo.launch.export_command import export_step
+
+        args = _export_parser().parse_args(rest)
+        return export_step(args.run_dir, args.out, step=args.step, critic=args.critic)
     from ppo.launch import commands
 
     args = _command_parser(command).parse_args(rest)

@@ -3,11 +3,15 @@
 A checkpoint directory holds sharded tensors that any tensor/pipeline layout can read back (resharding on load),
 plus the trainer's step counter.  Writes are atomic: everything goes to ``<dir>.partial`` and is renamed only
 once complete, so a crash during a save leaves the previous checkpoint and never a torn one that could be loaded.
+
+:func:`model_pieces` reads the model's weights back without a model, one layer at a time (``launch.py export``).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -15,6 +19,9 @@ import torch
 from ppo.models.training import ModelUpdater
 
 PARTIAL_SUFFIX = ".partial"
+MODEL_PREFIXES = ("embedding.", "decoder.", "output_layer.")
+"""The stored keys of the model's weights (the rest is the optimizer's state)."""
+LAYERS = "decoder.layers."
 
 
 def _materialize_optimizer_state(trainer: ModelUpdater) -> None:
@@ -89,13 +96,18 @@ def save_checkpoint(trainer: ModelUpdater, path: str | Path) -> Path:
     return path
 
 
+def _complete(path: str | Path) -> Path:
+    path = Path(path)
+    if path.name.endswith(PARTIAL_SUFFIX) or not path.is_dir():
+        raise FileNotFoundError(f"no complete checkpoint at {path}")
+    return path
+
+
 def load_checkpoint(trainer: ModelUpdater, path: str | Path) -> None:
     """Restore a ``save_checkpoint`` directory into ``trainer`` (any parallel layout; refuses partial saves)."""
     from megatron.core import dist_checkpointing
 
-    path = Path(path)
-    if path.name.endswith(PARTIAL_SUFFIX) or not path.is_dir():
-        raise FileNotFoundError(f"no complete checkpoint at {path}")
+    path = _complete(path)
     state = _sharded_state(trainer, is_loading=True)
     state["steps_done"] = 0
     loaded = dist_checkpointing.load(state, str(path))
@@ -103,3 +115,61 @@ def load_checkpoint(trainer: ModelUpdater, path: str | Path) -> None:
     _restore_zero_step(loaded["optimizer"])
     trainer.optimizer.load_state_dict(loaded["optimizer"])
     trainer.steps_done = int(loaded["steps_done"])
+
+
+@contextmanager
+def _world() -> Iterator[None]:
+    """Megatron's loader needs a torch.distributed world: a process without one gets a world of one for the block
+    (gloo over an in-memory store: no port)."""
+    if torch.distributed.is_initialized():
+        yield
+        return
+    torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def model_pieces(path: str | Path) -> Iterator[dict[str, torch.Tensor]]:
+    """The model's weights in a ``save_checkpoint`` directory, a piece at a time and without building a model: the
+    embedding, each transformer layer in turn (named as in the model's state dict, ``decoder.layers.<i>.…`` with
+    the global index ``i``), then the final norm and the output layer (a critic's value head).
+
+    The stored tensors are global, whatever tensor/pipeline layout saved them (the layers stacked along a leading
+    axis, ``linear_fc1`` as ``[gate; up]``), and Megatron reads only the stored shards a requested slice overlaps:
+    the memory this takes is that of the largest piece (a layer, or the embedding), never the whole model, and the
+    optimizer's state is not read.  For one process, in a world of one (its own for the block if it has none).
+    """
+    from megatron.core import dist_checkpointing
+
+    path = _complete(path)
+    with _world():
+        stored = {key: meta for key, meta in dist_checkpointing.load_tensors_metadata(str(path)).items()
+                  if key.startswith(MODEL_PREFIXES)}
+        layered = [key for key in stored if key.startswith(LAYERS)]
+        yield _read(path, stored, [key for key in stored if key.startswith("embedding.")])
+        for layer in range(stored[layered[0]].global_shape[0] if layered else 0):
+            yield _read(path, stored, layered, layer)
+        yield _read(path, stored, [key for key in stored if not key.startswith(("embedding.", LAYERS))])
+
+
+def _read(path: Path, stored: dict, keys: Iterable[str], layer: int | None = None) -> dict[str, torch.Tensor]:
+    """``keys`` whole, or their slice ``layer`` of the stacked layers (then named ``decoder.layers.<layer>.…``)."""
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing import ShardedTensor
+
+    request = {}
+    for key in keys:
+        shape, dtype = stored[key].global_shape, stored[key].dtype
+        if layer is None:
+            request[key] = ShardedTensor.from_rank_offsets(key, torch.empty(shape, dtype=dtype))
+        else:  # one slice [1, ...] at offset `layer` of the leading axis
+            request[key] = ShardedTensor.from_rank_offsets(key, torch.empty((1, *shape[1:]), dtype=dtype),
+                                                           (0, layer, shape[0]))
+    if not request:
+        return {}
+    loaded = dist_checkpointing.load(request, str(path), validate_access_integrity=False)
+    if layer is None:
+        return {key: loaded[key] for key in request}
+    return {f"{LAYERS}{layer}.{key[len(LAYERS):]}": loaded[key][0] for key in request}

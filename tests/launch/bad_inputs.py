@@ -102,6 +102,16 @@ CASES: list[tuple[str, str]] = [
      "submitting 1 node(s) x 8 GPU(s) for 240 min to SLURM needs confirmation: pass --yes"),
     ("status", "the following arguments are required: run_dir (usage: python launch.py --help)"),
     ("status runs/nothere", "runs/nothere is not a run directory (no launch.json)"),
+    ("export runs/nothere --out hf", "runs/nothere is not a run directory (no launch.json)"),
+    ("export run", "the following arguments are required: --out (usage: python launch.py --help)"),
+    ("export fresh --out hf",
+     "fresh has no complete checkpoint (the trainer saves one every trainer.checkpoint_period steps into "
+     "checkpoints/step_N)"),
+    ("export run --step 5 --out hf", "run has no checkpoint of step 5 (complete: steps 1, 2)"),
+    ("export run --step 3 --out hf",
+     "the checkpoint of step 3 in run is torn (step_000003.partial: its save never finished); complete: steps 1, 2"),
+    ("export run --critic --out hf", "run/checkpoints/step_000002 holds no critic (the run trains none)"),
+    ("export run --out taken", "--out taken exists and is not empty: choose another folder, or remove it"),
 ]
 
 if shutil.which("dot") is None:
@@ -111,12 +121,19 @@ if shutil.which("dot") is None:
 
 
 def scratch_dir(root: Path) -> Path:
-    """The directory the inputs run in: ``exp.py``, the broken files, a non-empty ``taken/``."""
+    """The directory the inputs run in: ``exp.py``, the broken files, a non-empty ``taken/``, and the run
+    directories ``fresh/`` (no checkpoint yet) and ``run/`` (steps 1 and 2 of a policy, step 3 torn)."""
     shutil.copy(Path(__file__).parent / "recipes" / "toy.py", root / "exp.py")
     for name, text in BROKEN_FILES.items():
         (root / name).write_text(text)
     (root / "taken").mkdir()
     (root / "taken" / "x").write_text("")
+    for run in ("fresh", "run"):
+        (root / run).mkdir()
+        for record in ("launch.json", "config.json"):
+            (root / run / record).write_text("{}")
+    for step in ("step_000001", "step_000002", "step_000003.partial"):
+        (root / "run" / "checkpoints" / step / "policy").mkdir(parents=True)
     return root
 
 

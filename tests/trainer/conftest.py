@@ -49,8 +49,9 @@ def run_to_completion(command: list[str]) -> None:
 
 @pytest.fixture(scope="session")
 def reference_run(tmp_path_factory) -> Path:
+    """The short run, with the trainer's own HF export at the end (``export/``, which changes no metric)."""
     run_dir = tmp_path_factory.mktemp("ppo") / "reference"
-    run_to_completion(launch_command(run_dir))
+    run_to_completion(launch_command(run_dir, "trainer.export_hf=True"))
     return run_dir
 
 

@@ -1,5 +1,5 @@
 """A few PPO steps of the embedded default, launched as a user launches it: logprob agreement, critic warmup, the
-named metrics, checkpoints."""
+named metrics, checkpoints, and their export (``launch.py export``)."""
 
 from __future__ import annotations
 
@@ -38,3 +38,31 @@ def test_every_step_logs_the_named_metrics(reference_run):
     assert set(m["validation/accuracy"]) == {"0", "2", "4", "5"}
     checkpoints = sorted(p.name for p in (reference_run / "checkpoints").iterdir())
     assert checkpoints == [f"step_{s:06d}" for s in range(1, 6)]
+
+
+def test_a_checkpoint_step_exports_as_the_trainer_exports_its_end(reference_run, tmp_path):
+    """``launch.py export`` on the run: the latest step's policy and critic are bit for bit what the trainer exported
+    at the end through its workers (``trainer.export_hf``), config included; the policy of step 1 is that of step 2
+    (critic warmup) and not the trained one; the folder loads on its own."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ppo.models.convert import load_hf_state_dict
+    from tests.launch.conftest import launch_script
+
+    def export(*args: str):
+        out = tmp_path / ("-".join(args) or "latest")
+        assert launch_script().main(["export", str(reference_run), *args, "--out", str(out)]) == 0
+        return out
+
+    def same(a: dict, b: dict) -> bool:
+        return a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+
+    for ours, role in ((export(), "policy"), (export("--critic"), "critic")):
+        theirs = reference_run / "export" / role
+        assert same(load_hf_state_dict(ours), load_hf_state_dict(theirs)), role
+        assert json.loads((ours / "config.json").read_text()) == json.loads((theirs / "config.json").read_text())
+    first, second = load_hf_state_dict(export("--step", "1")), load_hf_state_dict(export("--step", "2"))
+    assert same(first, second) and not same(first, load_hf_state_dict(tmp_path / "latest"))
+    AutoTokenizer.from_pretrained(tmp_path / "latest")
+    AutoModelForCausalLM.from_pretrained(tmp_path / "latest")
