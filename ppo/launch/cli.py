@@ -5,6 +5,7 @@
     python launch.py status RUN_DIR [--wait] | logs RUN_DIR | cancel RUN_DIR
     python launch.py prepare FILE [path=value ...] [--fiddler F ...] [--executor E]
     python launch.py export RUN_DIR [--step N] [--critic] --out DIR
+    python launch.py eval RUN_DIR [--step N] [--samples K] [--dataset D]
     python launch.py SWEEP_FILE [path=value ...] [--executor local|slurm] [--max-parallel N] [--dry-run] ...
 
 A file that defines ``SWEEP`` is a sweep: ``launch.py`` hands it to :mod:`ppo.sweep.cli` before this module sees it
@@ -18,7 +19,8 @@ submissions need a clean git tree (or ``--allow-dirty``; the diff is saved eithe
 (a prompt on a terminal, ``--yes`` otherwise): :func:`ppo.launch.slurm.check_submission`.  Hub models and datasets
 the experiment names are fetched on this host before anything is created or queued (:mod:`ppo.launch.fetch`);
 ``prepare FILE`` does only that, and prints the command lines to launch with (:mod:`ppo.launch.prepare_command`).
-``export RUN_DIR`` writes a checkpoint step's policy or critic as an HF folder (:mod:`ppo.launch.export_command`).
+``export RUN_DIR`` writes a checkpoint step's policy or critic as an HF folder (:mod:`ppo.launch.export_command`);
+``eval RUN_DIR`` scores one on held-out problems with vLLM (:mod:`ppo.launch.eval_command`).
 
 This module and what it imports at launch time never import torch, megatron or vllm: a dry run of a GPU recipe
 costs only the experiment file's own imports.
@@ -33,12 +35,13 @@ from pathlib import Path
 
 from ppo.config.errors import ConfigError
 
-COMMANDS = ("status", "logs", "cancel", "prepare", "export")
+COMMANDS = ("status", "logs", "cancel", "prepare", "export", "eval")
 USAGE = ("python launch.py FILE [path=value ...] [--fiddler F] [--executor local|slurm|debug] [--name N] "
          "[--run-dir D] [--dry-run] [--graph out.svg] [--yes] [--allow-dirty]\n"
          "       python launch.py status|logs|cancel RUN_DIR\n"
          "       python launch.py prepare FILE [path=value ...] [--fiddler F] [--executor E]\n"
-         "       python launch.py export RUN_DIR [--step N] [--critic] --out DIR")
+         "       python launch.py export RUN_DIR [--step N] [--critic] --out DIR\n"
+         "       python launch.py eval RUN_DIR [--step N] [--samples K] [--dataset D]")
 
 
 EPILOG = """examples:
@@ -49,6 +52,7 @@ EPILOG = """examples:
   python launch.py status runs/<run> --wait                          follow a run (also: logs, cancel)
   python launch.py prepare experiments/math_1b.py                    fetch its hub models and datasets
   python launch.py export runs/<run> --step 40 --out hf/step40       a checkpoint step as an HF folder (--critic)
+  python launch.py eval runs/<run> --samples 32                       the latest checkpoint: accuracy, avg@32, pass@k
   python launch.py sweeps/gae_lambda.py --dry-run                    a sweep: trials, differences, resources
 
 exit status: 0 success (SLURM: submitted), 2 bad command line or config (one line on stderr, nothing created),
@@ -99,6 +103,19 @@ def _export_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _eval_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="launch.py eval", description="Evaluate a checkpoint step of a run on held-out problems with "
+                "vLLM: greedy accuracy, and with --samples K avg@K and unbiased pass@k, a per-problem table and every "
+                "answer, written into RUN_DIR/eval/step_N.")
+    p.add_argument("run_dir", type=Path, help="the run directory")
+    p.add_argument("--step", type=int, help="the checkpoint's step (default: the latest complete one)")
+    p.add_argument("--samples", type=int, metavar="K",
+                   help="sampled answers per problem besides the greedy one (default: the run's trainer.val_samples)")
+    p.add_argument("--dataset", metavar="D", help="the problems: a file or ORG/NAME[@REV][:CONFIG]:SPLIT in the "
+                   "run's task format (default: the run's validation set)")
+    return p
+
+
 def _command_parser(command: str) -> argparse.ArgumentParser:
     p = _Parser(prog=f"launch.py {command}")
     p.add_argument("run_dir", type=Path)
@@ -133,6 +150,11 @@ def _run_command(command: str, rest: list[str]) -> int:
 
         args = _export_parser().parse_args(rest)
         return export_step(args.run_dir, args.out, step=args.step, critic=args.critic)
+    if command == "eval":
+        from ppo.launch.eval_command import eval_step
+
+        args = _eval_parser().parse_args(rest)
+        return eval_step(args.run_dir, step=args.step, samples=args.samples, dataset=args.dataset)
     from ppo.launch import commands
 
     args = _command_parser(command).parse_args(rest)

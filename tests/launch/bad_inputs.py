@@ -112,6 +112,10 @@ CASES: list[tuple[str, str]] = [
      "the checkpoint of step 3 in run is torn (step_000003.partial: its save never finished); complete: steps 1, 2"),
     ("export run --critic --out hf", "run/checkpoints/step_000002 holds no critic (the run trains none)"),
     ("export run --out taken", "--out taken exists and is not empty: choose another folder, or remove it"),
+    ("eval runs/nothere", "runs/nothere is not a run directory (no launch.json)"),
+    ("eval run --step 3",
+     "the checkpoint of step 3 in run is torn (step_000003.partial: its save never finished); complete: steps 1, 2"),
+    ("eval run --samples -1", "--samples must be >= 0 (0: greedy only), got -1"),
 ]
 
 if shutil.which("dot") is None:

@@ -32,7 +32,7 @@ import torch
 
 from tests.algorithms import reference as ref
 
-from .inprocess import ray_runtime, run_tiny  # noqa: F401 - the module's Ray runtime fixture
+from .inprocess import ray_runtime, run_tiny, shared_warm_start  # noqa: F401 - the module's Ray runtime fixture
 
 pytestmark = pytest.mark.slow
 
@@ -503,7 +503,7 @@ def test_a_critic_given_the_reference_answer_reads_it_before_the_prompt(ray_runt
                        "trainer.critic_minibatches=1", *loop)
     (batch,), (call,) = recorder.batches, recorder.estimates
 
-    model_dir = run_dir / "initial_model"
+    model_dir = run_dir / "initial_model" if (run_dir / "initial_model").is_dir() else shared_warm_start()
     reference = AutoModel.from_config(AutoConfig.from_pretrained(model_dir, num_hidden_layers=1),
                                       torch_dtype=torch.float32).eval()
     state = {k.removeprefix("model."): v for k, v in weights[0].items() if k != "score.weight"}

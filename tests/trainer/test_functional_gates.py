@@ -66,3 +66,31 @@ def test_a_checkpoint_step_exports_as_the_trainer_exports_its_end(reference_run,
     assert same(first, second) and not same(first, load_hf_state_dict(tmp_path / "latest"))
     AutoTokenizer.from_pretrained(tmp_path / "latest")
     AutoModelForCausalLM.from_pretrained(tmp_path / "latest")
+
+
+def test_evaluating_a_checkpoint_step_reproduces_the_runs_own_validation(reference_run):
+    """``launch.py eval`` at step 4 (a validated step): the same greedy answers as the run's validation there (the
+    same accuracy and mean length), plus avg@K and pass@k from K sampled answers, a per-problem table and every
+    answer, in ``eval/step_4``.  In a process of its own: vLLM in-process takes over torch's threads."""
+    import csv
+    import subprocess
+    import sys
+
+    from ppo.metrics import load_metrics
+    from tests.trainer.conftest import ROOT
+
+    done = subprocess.run([sys.executable, str(ROOT / "launch.py"), "eval", str(reference_run), "--step", "4",
+                           "--samples", "2"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = reference_run / "eval" / "step_4"
+    result = json.loads((out / "metrics.json").read_text())
+    logged = load_metrics(reference_run)
+    assert result["eval/accuracy"] == logged["validation/accuracy"]["4"]
+    assert result["eval/avg_length"] == logged["validation/avg_length"]["4"]
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    sampled = [r["reward"] for r in rows if r["mode"] == "sampled"]
+    assert len(sampled) == 2 * 32 and result["eval/avg@2"] == sum(sampled) / len(sampled)
+    assert 0 <= result["eval/pass@1"] <= result["eval/pass@2"] <= 1
+    problems = list(csv.DictReader((out / "problems.csv").open()))
+    assert len(problems) == 32 and {"record_id", "greedy", "avg@2", "pass@2"} <= set(problems[0])
+    assert "at step 4, 32 problems, 2 samples each" in done.stdout
