@@ -24,17 +24,8 @@ import fiddle as fdl
 
 from ppo.config.errors import ConfigError
 from ppo.launch.job import load_stored_config
+from ppo.loop.checkpoints import PARTIAL, checkpoint_dir, complete_checkpoints
 from ppo.models.sources import HFCheckpoint
-
-CHECKPOINTS = "checkpoints"  # the trainer's layout (ppo.loop.trainer): step_NNNNNN[.partial]/{policy,critic}
-PARTIAL = ".partial"
-
-
-def complete_steps(run_dir: Path) -> dict[int, Path]:
-    """``{step: its checkpoint directory}`` of every complete checkpoint of the run."""
-    root = run_dir / CHECKPOINTS
-    found = sorted(root.glob("step_*")) if root.is_dir() else []
-    return {int(p.name[len("step_"):]): p for p in found if p.is_dir() and not p.name.endswith(PARTIAL)}
 
 
 def checkpoint_of(run_dir: Path, step: int | None) -> tuple[int, Path]:
@@ -42,7 +33,7 @@ def checkpoint_of(run_dir: Path, step: int | None) -> tuple[int, Path]:
     complete checkpoint is a ``ConfigError`` naming the ones there are."""
     if not (run_dir / "launch.json").is_file() or not (run_dir / "config.json").is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no launch.json)")
-    steps = complete_steps(run_dir)
+    steps = complete_checkpoints(run_dir)
     if not steps:
         raise ConfigError(f"{run_dir} has no complete checkpoint (the trainer saves one every "
                           "trainer.checkpoint_period steps into checkpoints/step_N)")
@@ -50,7 +41,7 @@ def checkpoint_of(run_dir: Path, step: int | None) -> tuple[int, Path]:
         step = max(steps)
     if step not in steps:
         there = f"complete: steps {', '.join(map(str, sorted(steps)))}"
-        torn = run_dir / CHECKPOINTS / f"step_{step:06d}{PARTIAL}"
+        torn = checkpoint_dir(run_dir, step).with_name(checkpoint_dir(run_dir, step).name + PARTIAL)
         if torn.exists():
             raise ConfigError(f"the checkpoint of step {step} in {run_dir} is torn ({torn.name}: its save never "
                               f"finished); {there}")

@@ -46,6 +46,7 @@ from ppo.cluster.ray_runtime import connect_or_start
 from ppo.data import PromptLoader
 from ppo.envs.answer import extract_answer
 from ppo.envs.math_env import MathEnvironment
+from ppo.loop.checkpoints import CHECKPOINTS, PARTIAL, checkpoint_dir, complete_checkpoints
 from ppo.loop.schedules import critic_schedule
 from ppo.loop.settings import MISMATCH_PROBE_EVERY, PPOSettings
 from ppo.loop.step_metrics import batch_metrics, environment_metrics, skipped_updates, update_metrics
@@ -66,8 +67,6 @@ from ppo.workers.memory import REFIT_STEPS
 from ppo.workers.refit import Refitter
 from ppo.workers.traffic import Shipper
 
-CHECKPOINTS = "checkpoints"
-PARTIAL = ".partial"
 REFERENCE = "reference.safetensors"
 EXPORT = "export"
 
@@ -522,7 +521,7 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_dir(self, step: int) -> Path:
-        return self.run_dir / CHECKPOINTS / f"step_{step:06d}"
+        return checkpoint_dir(self.run_dir, step)
 
     def resume_point(self) -> Path | None:
         """Where this run continues from: per ``trainer.resume``, the latest complete checkpoint, a given one, or
@@ -534,9 +533,8 @@ class PPOTrainer:
         return self.latest_checkpoint() or Path(self.cfg.resume)
 
     def latest_checkpoint(self) -> Path | None:
-        root = self.run_dir / CHECKPOINTS
-        complete = sorted(p for p in root.glob("step_*") if not p.name.endswith(PARTIAL)) if root.is_dir() else []
-        return complete[-1] if complete else None
+        complete = complete_checkpoints(self.run_dir)
+        return complete[max(complete)] if complete else None
 
     def save(self, metric: float | None = None) -> None:
         """Write the step's checkpoint into ``<dir>.partial`` and rename it when complete (never a torn one)."""
@@ -558,7 +556,7 @@ class PPOTrainer:
     def prune_checkpoints(self) -> None:
         """Keep the latest ``keep_checkpoints`` and the best ``keep_best`` (by ``best_metric``); delete the rest."""
         cfg = self.cfg
-        complete = sorted(p for p in (self.run_dir / CHECKPOINTS).glob("step_*") if not p.name.endswith(PARTIAL))
+        complete = list(complete_checkpoints(self.run_dir).values())
         keep = set(complete[-cfg.keep_checkpoints:])
         if cfg.keep_best:
             scored = [(json.loads((p / "trainer_state.json").read_text()).get("metric"), p) for p in complete]
