@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo.metrics.encoding import format_value
+from ppo.metrics.samples import SAMPLES
 from ppo.nightly.figures import STATUS_COLORS, check_history_figure, curves_figure
 from ppo.nightly.history import History, NightRecord, load_history
 from ppo.nightly.page import figure_block, render_page, text
@@ -268,7 +270,47 @@ def _regression(regression: Regression) -> str:
         parts.append("<pre>" + "\n".join(_diff_line(line) for line in regression.config_diff) + "</pre>")
     else:
         parts.append(f'<p class="small">Config: {text(regression.config_note)}.</p>')
+    parts.append(_samples(good, bad))
     return "\n".join(parts)
+
+
+SAMPLES_SHOWN = 3
+
+
+def last_samples(record: NightRecord) -> Path | None:
+    """The night's last samples file (``<run_dir>/samples/step_N.jsonl``, N the largest), or None."""
+    folder = Path(record.run_dir) / SAMPLES if record.run_dir else None
+    files = list(folder.glob("step_*.jsonl")) if folder is not None and folder.is_dir() else []
+    return max(files, key=lambda f: int(f.stem.removeprefix("step_")), default=None)
+
+
+def _samples(good: NightRecord, bad: NightRecord) -> str:
+    """Both nights' last kept answers: where they are, and the first validation answers of each side by side."""
+    files = {"passing": last_samples(good), "failing": last_samples(bad)}
+    where = "; ".join(f"{side} <code>{text(path or '— (no samples kept)')}</code>" for side, path in files.items())
+    parts = [f"<p>Samples: {where}</p>"]
+    shown = {side: [r for r in _read_rows(path) if r.get("split") == "validation"][:SAMPLES_SHOWN]
+             for side, path in files.items()}
+    if any(shown.values()):
+        parts.append('<table class="samples"><tr><th></th><th>problem</th><th>response</th><th>answer / truth</th>'
+                     "<th>reward</th></tr>")
+        for side, rows in shown.items():
+            for row in rows:
+                parts.append(f"<tr><td>{side}</td><td>{text(str(row.get('prompt', ''))[:120])}</td>"
+                             f"<td><pre>{text(str(row.get('response', ''))[:300])}</pre></td>"
+                             f"<td>{text(row.get('answer') or '—')} / {text(row.get('ground_truth'))}</td>"
+                             f"<td>{text(row.get('reward'))}</td></tr>")
+        parts.append("</table>")
+    return "\n".join(parts)
+
+
+def _read_rows(path: Path | None) -> list[dict]:
+    if path is None:
+        return []
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
 
 
 def _diff_line(line: str) -> str:

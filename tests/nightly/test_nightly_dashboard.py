@@ -175,3 +175,33 @@ def test_audit_rules():
     assert external_urls(render_page("https://title.example", text("https://body.example"))) == []
     with pytest.raises(PageAuditError, match="https://cdn.example/x.js"):
         render_page("t", '<script src="https://cdn.example/x.js"></script>')
+
+
+def test_a_regression_shows_the_samples_of_both_nights(tmp_path):
+    """The passing and the failing night's last samples files (``<run_dir>/samples/step_N.jsonl``), and their first
+    validation answers side by side; a night that kept none says so."""
+    import dataclasses
+
+    from ppo.metrics.samples import write_samples
+    from ppo.nightly.report import _samples, last_samples
+    from tests.nightly.conftest import record
+
+    def night(day: str, status: str, run_dir: str):
+        return dataclasses.replace(record("tiny_cpu", day, status, commit="c", config=""), run_dir=run_dir)
+
+    good = night("2025-06-01", "PASS", str(tmp_path / "good"))
+    bad = night("2025-06-02", "FAIL", str(tmp_path / "bad"))
+    answer = {"split": "validation", "mode": "greedy", "prompt": "12+30=", "ground_truth": "42"}
+    write_samples(tmp_path / "good", 10, [answer | {"response": "42", "answer": "42", "reward": 1.0}])
+    write_samples(tmp_path / "good", 20, [answer | {"response": "42<eos>", "answer": "42", "reward": 1.0}])
+    write_samples(tmp_path / "bad", 20, [{"split": "train", "response": "x"},
+                                         answer | {"response": "41", "answer": "41", "reward": 0.0}])
+    assert last_samples(good) == tmp_path / "good" / "samples" / "step_20.jsonl"
+    section = _samples(good, bad)
+    assert f"passing <code>{tmp_path / 'good' / 'samples' / 'step_20.jsonl'}</code>" in section
+    assert f"failing <code>{tmp_path / 'bad' / 'samples' / 'step_20.jsonl'}</code>" in section
+    assert "<td>passing</td><td>12+30=</td><td><pre>42&lt;eos&gt;</pre></td>" in section
+    assert "<td>failing</td><td>12+30=</td><td><pre>41</pre></td><td>41 / 42</td><td>0.0</td>" in section
+    assert "<td>failing</td><td></td><td><pre>x</pre>" not in section  # training samples are not shown
+    nothing = _samples(night("2025-06-01", "PASS", str(tmp_path / "none")), bad)
+    assert "passing <code>— (no samples kept)</code>" in nothing
