@@ -27,3 +27,16 @@ def test_disabled_sink_writes_nothing(tmp_path):
 def test_unknown_mode_is_refused(tmp_path):
     with pytest.raises(ValueError, match="wandb mode"):
         WandbSink(tmp_path, mode="cloud", project="p", name="n")
+
+
+@pytest.mark.slow
+def test_kept_samples_go_to_a_wandb_table(tmp_path):
+    rows = [{"split": "validation", "mode": "greedy", "response": "42", "reward": 1.0},
+            {"split": "train", "response": "41", "reward": 0.0, "group": 3}]
+    sink = WandbSink(tmp_path, mode="offline", project="ppo-test", name="run")
+    sink.log_samples(1, rows)
+    sink.close()
+    (table_file,) = (tmp_path / "wandb").glob("offline-run-*/files/media/table/samples_*.table.json")
+    table = json.loads(table_file.read_text())
+    assert table["columns"] == ["split", "mode", "response", "reward", "group"]
+    assert table["data"] == [["validation", "greedy", "42", 1.0, None], ["train", None, "41", 0.0, 3]]
