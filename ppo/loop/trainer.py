@@ -71,6 +71,10 @@ REFERENCE = "reference.safetensors"
 EXPORT = "export"
 
 
+WANDB_SAMPLE_ROWS = 64
+"""Validation answers a validated step sends to wandb's ``samples`` table (``samples/step_N.jsonl`` keeps all)."""
+
+
 class TrainingStopped(RuntimeError):
     pass
 
@@ -512,11 +516,16 @@ class PPOTrainer:
                 "truncated": bool(batch["truncated"][i])})
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        """The step's metrics (``metrics.jsonl``, wandb) and its kept samples (``samples/step_N.jsonl``)."""
+        """The step's metrics (``metrics.jsonl``, wandb) and its kept samples (``samples/step_N.jsonl``; at a
+        validated step its first validation answers as a wandb table)."""
         self.metrics.log(step, metrics)
         self.wandb.log(step, metrics)
         write_samples(self.run_dir, step, self.sample_rows)
-        self.wandb.log_samples(step, self.sample_rows)
+        validation = [row for row in self.sample_rows if row["split"] == "validation"]
+        if validation:
+            # validated steps only, the first rows: wandb's background process spends seconds on a table of
+            # hundreds of rows, ~10 % of the default's steps on 2 cores (bench/step_profile.py); the file has them all
+            self.wandb.log_samples(step, validation[:WANDB_SAMPLE_ROWS])
         self.sample_rows = []
 
     # ------------------------------------------------------------------ checkpoints
