@@ -92,23 +92,27 @@ def _prepare_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _export_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="launch.py export", description="Write a checkpoint step of a run as an HF folder that loads on "
-                "its own (transformers, vLLM): the policy, or with --critic the critic with its value head (score). "
-                "Read a layer at a time from the distributed checkpoint, in this process.")
+def _checkpoint_parser(command: str, description: str) -> argparse.ArgumentParser:
+    """A command on one checkpoint step of a run: ``RUN_DIR [--step N]``."""
+    p = _Parser(prog=f"launch.py {command}", description=description)
     p.add_argument("run_dir", type=Path, help="the run directory")
     p.add_argument("--step", type=int, help="the checkpoint's step (default: the latest complete one)")
+    return p
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    p = _checkpoint_parser("export", "Write a checkpoint step of a run as an HF folder that loads on its own "
+                           "(transformers, vLLM): the policy, or with --critic the critic with its value head (score). "
+                           "Read a layer at a time from the distributed checkpoint, in this process.")
     p.add_argument("--critic", action="store_true", help="the critic (AutoModelForTokenClassification) instead")
     p.add_argument("--out", type=Path, required=True, help="the HF folder to write (must not exist, or be empty)")
     return p
 
 
 def _eval_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="launch.py eval", description="Evaluate a checkpoint step of a run on held-out problems with "
-                "vLLM: greedy accuracy, and with --samples K avg@K and unbiased pass@k, a per-problem table and every "
-                "answer, written into RUN_DIR/eval/step_N.")
-    p.add_argument("run_dir", type=Path, help="the run directory")
-    p.add_argument("--step", type=int, help="the checkpoint's step (default: the latest complete one)")
+    p = _checkpoint_parser("eval", "Evaluate a checkpoint step of a run on held-out problems with vLLM: greedy "
+                           "accuracy, and with --samples K avg@K and unbiased pass@k, a per-problem table and every "
+                           "answer, written into RUN_DIR/eval/step_N.")
     p.add_argument("--samples", type=int, metavar="K",
                    help="sampled answers per problem besides the greedy one (default: the run's trainer.val_samples)")
     p.add_argument("--dataset", metavar="D", help="the problems: a file or ORG/NAME[@REV][:CONFIG]:SPLIT in the "
