@@ -101,9 +101,9 @@ class PolicyWorker(MegatronWorker):
         self.trainer.reset_optimizer_state()
 
     def offload(self, keep_weights: bool = False) -> None:
-        super().offload(keep_weights)
         if self.reference is not None and torch.cuda.is_available():
-            self.reference.cpu()
+            self.reference.cpu()  # before the trainer's empty_cache, which then releases its blocks too
+        super().offload(keep_weights)
 
     def onload(self) -> None:
         super().onload()
