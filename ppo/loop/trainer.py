@@ -33,7 +33,6 @@ from pathlib import Path
 
 import ray
 import torch
-from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from ppo.algorithms.advantages import estimate_advantages
@@ -53,7 +52,7 @@ from ppo.loop.step_metrics import batch_metrics, environment_metrics, skipped_up
 from ppo.metrics import MetricsWriter
 from ppo.metrics.samples import every_nth, write_samples
 from ppo.metrics.wandb_sink import WandbSink
-from ppo.models.export import save_weights, write_hf_export
+from ppo.models.export import write_hf_export
 from ppo.rollout.batch import build_rollout_batch, select
 from ppo.rollout.collect import CollectionStopped, Collector
 from ppo.rollout.critic_view import with_prefixes, without_prefixes
@@ -176,11 +175,14 @@ class PPOTrainer:
         self.policy = PolicyGroup(exp.policy, str(self.model_path), with_reference=needs_reference,
                                   placement=placement, seed=exp.seed, log_dir=logs, start_timeout_s=start_timeout)
         resume = self.resume_point()
-        if resume is None and self.cfg.warm_start_steps:
+        warm_started = resume is None and self.cfg.warm_start_steps
+        if warm_started:
+            (self.run_dir / REFERENCE).unlink(missing_ok=True)  # an earlier attempt's, not this warm start's
             self.warm_start()
         if needs_reference and self.cfg.warm_start_steps:
             self.anchor_reference()
-        self.critic = self.start_critic(placement, logs) if self.estimator.needs_critic else None
+        self.critic = (self.start_critic(placement, logs, warm_started=warm_started) if self.estimator.needs_critic
+                       else None)
         groups = [g for g in (self.policy, self.critic) if g is not None]
         # a batch's fields go in pieces that every group's data-parallel ranks can share out
         self.shipper = Shipper(pieces=math.lcm(*(g.data_parallel for g in groups)))
@@ -210,31 +212,32 @@ class PPOTrainer:
             self.load(resume)
         self.refit()
 
-    def start_critic(self, placement, log_dir: str) -> ValueGroup:
-        """The critic's ranks, from (by priority) a checkpoint step, a model of its own, or the (warm-started)
-        policy."""
+    def start_critic(self, placement, log_dir: str, *, warm_started: bool = False) -> ValueGroup:
+        """The critic's ranks, from (by priority) a checkpoint step, a model of its own, or the policy: its HF
+        folder, or after a warm start the warm-started policy's weights file (:meth:`warm_started_weights`).  Each
+        rank reads only its own shard of them."""
         exp = self.exp
-        critic_init, init_checkpoint = None, exp.critic.init_checkpoint()
-        if exp.critic.model_path is None:  # the critic starts from the (warm-started) policy
-            critic_init = self.policy.export_to_store()  # put once by policy rank 0: never by value per rank
+        weights, init_checkpoint = None, exp.critic.init_checkpoint()
+        if exp.critic.model_path is None and warm_started:
+            weights = str(self.warm_started_weights())
         own_model = exp.critic.model_path is not None and not init_checkpoint
         architecture = exp.critic.model_path if own_model else self.model_path
-        return ValueGroup(exp.critic, str(architecture), hf_state=critic_init, init_checkpoint=init_checkpoint,
+        return ValueGroup(exp.critic, str(architecture), weights=weights, init_checkpoint=init_checkpoint,
                           placement=placement, seed=exp.seed, log_dir=log_dir, start_timeout_s=self.cfg.start_timeout_s)
+
+    def warm_started_weights(self) -> Path:
+        """``reference.safetensors``: the warm-started policy in HF names, written once by policy rank 0 (the only
+        rank that gathers the whole model); the reference and the critic's ranks read their shards from it."""
+        path = self.run_dir / REFERENCE
+        if not path.is_file():
+            self.policy.write_weights(str(path))
+        return path
 
     def anchor_reference(self) -> None:
         """After a warm start the KL reference is the warm-started policy, where RL starts (not the untrained model
         the run generated).  It is kept in ``reference.safetensors`` so that a resumed run measures KL to the same
         model."""
-
-
-        path = self.run_dir / REFERENCE
-        if path.is_file():
-            state = load_file(str(path))
-        else:
-            state = self.policy.export()
-            save_weights(state, path)
-        self.policy.load_reference(ray.put(state))  # into the object store once, not by value to every rank
+        self.policy.load_reference(str(self.warm_started_weights()))
 
     def record_placement(self, plan) -> None:
         """``placement.json``: the plan, and where each rank and engine reports it runs (the run's own account)."""

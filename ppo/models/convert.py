@@ -15,7 +15,9 @@ Layout facts (megatron-core 0.16.1, local layer spec):
   local names, and :func:`load_megatron_state` / :func:`megatron_to_hf` rename at the model's edge.
 
 ``hf_to_megatron`` produces one rank's shard; ``megatron_to_hf`` takes the shards of every TP rank (in rank order)
-and gathers them back into full HF tensors.  Both are pure functions of state dicts.
+and gathers them back into full HF tensors.  ``hf_to_megatron`` reads through a :class:`WeightSource`: a whole state
+dict in memory, or the checkpoint's safetensors files (:class:`SafetensorsFiles`), of which a rank then reads only
+its own rows and columns of its own layers (at start-up each rank holds its shard, not the model).
 """
 
 from __future__ import annotations
@@ -23,14 +25,94 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from ppo.models.architecture import Architecture
 
 VALUE_HEAD = "output_layer.weight"
 HF_VALUE_HEAD = "score.weight"
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def _part(size: int, part: int, parts: int) -> slice:
+    """Part ``part`` of ``parts`` of ``range(size)``, split as ``torch.chunk`` splits it."""
+    step = -(-size // parts)
+    return slice(min(part * step, size), min((part + 1) * step, size))
+
+
+class WeightSource(Protocol):
+    """Where :func:`hf_to_megatron` reads HF tensors: ``read`` gives a whole tensor, or part ``part`` of ``parts``
+    along ``dim`` (``torch.chunk``'s split).  ``bytes_loaded``: the host bytes the source has brought into memory."""
+
+    bytes_loaded: int
+
+    def __contains__(self, name: str) -> bool: ...
+
+    def read(self, name: str, *, dim: int = 0, part: int = 0, parts: int = 1) -> torch.Tensor: ...
+
+
+class StateDict:
+    """HF tensors already in memory (a whole state dict): it holds every tensor whatever a rank reads of it."""
+
+    def __init__(self, state: dict[str, torch.Tensor]):
+        self.state = state
+        self.bytes_loaded = sum(_nbytes(t) for t in state.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.state
+
+    def read(self, name: str, *, dim: int = 0, part: int = 0, parts: int = 1) -> torch.Tensor:
+        tensor = self.state[name]
+        return tensor if parts == 1 else tensor.chunk(parts, dim=dim)[part].contiguous()
+
+
+class SafetensorsFiles:
+    """The safetensors of an HF checkpoint (a folder with ``model.safetensors`` or a sharded index, or one
+    ``.safetensors`` file), read lazily: ``read`` brings only the asked part of a tensor into memory, so a rank
+    that converts its shard holds its shard, never the whole model."""
+
+    def __init__(self, path: str | Path):
+        path = Path(path)
+        self.files: dict[str, Path] = {}
+        for file in weight_files(path):
+            with safe_open(str(file), framework="pt") as handle:
+                self.files.update(dict.fromkeys(handle.keys(), file))
+        self._handles: dict[Path, object] = {}
+        self.bytes_loaded = 0
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.files
+
+    def read(self, name: str, *, dim: int = 0, part: int = 0, parts: int = 1) -> torch.Tensor:
+        file = self.files[name]
+        if file not in self._handles:
+            self._handles[file] = safe_open(str(file), framework="pt")
+        piece = self._handles[file].get_slice(name)
+        index = (slice(None),) * dim + (_part(piece.get_shape()[dim], part, parts),)
+        tensor = piece[index]
+        self.bytes_loaded += _nbytes(tensor)
+        return tensor
+
+
+def weight_files(path: str | Path) -> list[Path]:
+    """The safetensors files of an HF checkpoint folder (``model.safetensors``, or those its index names), or
+    ``[path]`` for one ``.safetensors`` file."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        return [path / name for name in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+    if (path / "model.safetensors").is_file():
+        return [path / "model.safetensors"]
+    raise FileNotFoundError(f"no model.safetensors (or index) in {path}")
 
 
 def _layer_pairs(i: int, j: int, arch: Architecture) -> list[tuple[str, str]]:
@@ -80,11 +162,12 @@ def _check_tp(arch: Architecture, tp_size: int) -> None:
             raise ValueError(f"tensor parallel size {tp_size} does not divide {name}={value}")
 
 
-def _qkv_to_megatron(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, arch: Architecture) -> torch.Tensor:
-    groups, head_dim = arch.num_key_value_heads, arch.head_dim
-    heads_per_group = arch.num_attention_heads // groups
+def _qkv_to_megatron(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """``[q of group g; k_g; v_g]`` for each query group in ``k`` in turn: whole tensors, or one TP rank's rows of
+    each (its groups are contiguous in q, k and v alike)."""
+    groups = k.shape[0] // head_dim
     rest = q.shape[1:]
-    q = q.reshape(groups, heads_per_group * head_dim, *rest)
+    q = q.reshape(groups, -1, *rest)
     k = k.reshape(groups, head_dim, *rest)
     v = v.reshape(groups, head_dim, *rest)
     return torch.cat([q, k, v], dim=1).reshape(-1, *rest)
@@ -99,8 +182,16 @@ def _qkv_to_hf(qkv: torch.Tensor, arch: Architecture) -> tuple[torch.Tensor, tor
     return q.reshape(-1, *rest), k.reshape(-1, *rest), v.reshape(-1, *rest)
 
 
+def pipeline_stage(num_layers: int, stage: int, stages: int) -> dict:
+    """What pipeline stage ``stage`` of ``stages`` owns, as :func:`hf_to_megatron`'s keyword arguments: its
+    contiguous ``layers`` (Megatron's even split), and whether it holds the embedding and the head."""
+    per_stage = num_layers // stages
+    return {"layers": range(stage * per_stage, (stage + 1) * per_stage), "pre_process": stage == 0,
+            "post_process": stage == stages - 1}
+
+
 def hf_to_megatron(
-    hf: dict[str, torch.Tensor],
+    hf: dict[str, torch.Tensor] | WeightSource,
     arch: Architecture,
     *,
     tp_rank: int = 0,
@@ -110,39 +201,40 @@ def hf_to_megatron(
     post_process: bool = True,
     value_head: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """This rank's Megatron state dict from a full HF state dict.
+    """This rank's Megatron state dict from HF tensors: a full HF state dict, or a :class:`WeightSource` of which
+    only this rank's parts are read (a TP rank's rows or columns of each sharded tensor, its stage's layers).
 
     ``layers`` are the global indices of this pipeline stage's layers (default: all).  With ``value_head`` the
     output layer is the critic's ``Linear(hidden, 1)``, taken from HF ``score.weight`` when present.
     """
     _check_tp(arch, tp_size)
-    shard = lambda t, dim=0: t.chunk(tp_size, dim=dim)[tp_rank].contiguous()  # noqa: E731
+    source = StateDict(hf) if isinstance(hf, dict) else hf
+    read = source.read
+    mine = {"part": tp_rank, "parts": tp_size}
     out: dict[str, torch.Tensor] = {}
     if pre_process:
-        out["embedding.word_embeddings.weight"] = shard(hf["model.embed_tokens.weight"])
+        out["embedding.word_embeddings.weight"] = read("model.embed_tokens.weight", **mine)
     for j, i in enumerate(range(arch.num_layers) if layers is None else layers):
         attn, mlp, mg = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp.", f"decoder.layers.{j}."
         for hf_name, mg_name in _layer_pairs(i, j, arch):
-            out[mg_name] = hf[hf_name]
-        qkv = _qkv_to_megatron(hf[attn + "q_proj.weight"], hf[attn + "k_proj.weight"], hf[attn + "v_proj.weight"], arch)
-        out[mg + "self_attention.linear_qkv.weight"] = shard(qkv)
-        if arch.qkv_bias:
-            bias = _qkv_to_megatron(hf[attn + "q_proj.bias"], hf[attn + "k_proj.bias"], hf[attn + "v_proj.bias"], arch)
-            out[mg + "self_attention.linear_qkv.bias"] = shard(bias)
-        out[mg + "self_attention.linear_proj.weight"] = shard(hf[attn + "o_proj.weight"], dim=1)
+            out[mg_name] = read(hf_name)
+        for kind in ("weight", "bias") if arch.qkv_bias else ("weight",):
+            q, k, v = (read(f"{attn}{x}_proj.{kind}", **mine) for x in "qkv")
+            out[f"{mg}self_attention.linear_qkv.{kind}"] = _qkv_to_megatron(q, k, v, arch.head_dim)
+        out[mg + "self_attention.linear_proj.weight"] = read(attn + "o_proj.weight", dim=1, **mine)
         out[mg + "mlp.linear_fc1.weight"] = torch.cat(
-            [shard(hf[mlp + "gate_proj.weight"]), shard(hf[mlp + "up_proj.weight"])], dim=0
+            [read(mlp + "gate_proj.weight", **mine), read(mlp + "up_proj.weight", **mine)], dim=0
         )
-        out[mg + "mlp.linear_fc2.weight"] = shard(hf[mlp + "down_proj.weight"], dim=1)
+        out[mg + "mlp.linear_fc2.weight"] = read(mlp + "down_proj.weight", dim=1, **mine)
     if post_process:
-        out["decoder.final_layernorm.weight"] = hf["model.norm.weight"]
+        out["decoder.final_layernorm.weight"] = read("model.norm.weight")
         if value_head:
-            if HF_VALUE_HEAD in hf:
-                out[VALUE_HEAD] = hf[HF_VALUE_HEAD]
+            if HF_VALUE_HEAD in source:
+                out[VALUE_HEAD] = read(HF_VALUE_HEAD)
         elif not arch.tie_word_embeddings:
-            out["output_layer.weight"] = shard(hf["lm_head.weight"])
+            out["output_layer.weight"] = read("lm_head.weight", **mine)
         elif not pre_process:
-            out["output_layer.weight"] = shard(hf["model.embed_tokens.weight"])
+            out["output_layer.weight"] = read("model.embed_tokens.weight", **mine)
     return out
 
 
@@ -187,18 +279,11 @@ def megatron_to_hf(
 
 
 def load_hf_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """All tensors of an HF checkpoint directory (``model.safetensors`` or a sharded index)."""
-    path = Path(path)
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    elif (path / "model.safetensors").is_file():
-        files = ["model.safetensors"]
-    else:
-        raise FileNotFoundError(f"no model.safetensors (or index) in {path}")
+    """All tensors of an HF checkpoint directory (``model.safetensors`` or a sharded index), in memory at once: for
+    tools and tests; a worker reads its shard through :class:`SafetensorsFiles`."""
     state: dict[str, torch.Tensor] = {}
-    for name in files:
-        state.update(load_file(str(path / name)))
+    for file in weight_files(path):
+        state.update(load_file(str(file)))
     return state
 
 

@@ -149,13 +149,14 @@ class PolicyGroup(MegatronGroup):
         """The whole model in HF names, gathered on rank 0 (setup only: refits stream to the engines)."""
         return self.call("export")
 
-    def export_to_store(self):
-        """A reference to the whole model in HF names, put in the object store by rank 0 (it never reaches the
-        driver): what the critic's ranks start from."""
-        return self.call("export_to_store")[0]
+    def write_weights(self, path: str) -> None:
+        """The policy as one HF-named safetensors file at ``path``, gathered onto rank 0 alone and written there:
+        what the reference and the critic's ranks then read their shards from."""
+        self.call("write_weights", path)
 
-    def load_reference(self, hf_state: dict) -> None:
-        self.call("load_reference", hf_state)
+    def load_reference(self, weights: str) -> None:
+        """The frozen reference from the HF safetensors ``weights`` (each rank reads its shard)."""
+        self.call("load_reference", weights)
 
     def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list:
         return self.call("prepare_refit", senders, bucket_bytes)
@@ -167,9 +168,9 @@ class PolicyGroup(MegatronGroup):
 class ValueGroup(MegatronGroup):
     """The critic (``ppo.workers.value.ValueWorker``) as the trainer sees it."""
 
-    def __init__(self, spec, model_path: str, *, hf_state: dict | None = None, init_checkpoint: str | None = None,
+    def __init__(self, spec, model_path: str, *, weights: str | None = None, init_checkpoint: str | None = None,
                  placement=None, seed: int = 0, log_dir: str | None = None, start_timeout_s: float | None = None):
-        super().__init__(ValueWorker, spec, model_path, hf_state=hf_state, init_checkpoint=init_checkpoint,
+        super().__init__(ValueWorker, spec, model_path, weights=weights, init_checkpoint=init_checkpoint,
                          world_size=spec.world_size, placement=placement, role="critic", seed=seed, log_dir=log_dir,
                          start_timeout_s=start_timeout_s)
 

@@ -53,6 +53,7 @@ class MegatronWorker:
         self.rank = rank
         self.trainer = None
         self.first_offload_at: float | None = None  # when this rank first gave up its GPU (placement.json)
+        self.startup_bytes_read = 0  # HF weight bytes this rank read to build its models (read_shard)
 
     def receive(self, batch):
         """The whole batch from what the driver shipped this rank (:mod:`ppo.workers.traffic`: its pieces, the rest
@@ -138,31 +139,54 @@ class MegatronWorker:
         load_checkpoint(self.trainer, path)
         return self.trainer.steps_done
 
-    def hf_state(self, arch, value_head: bool = False, assemble: bool | None = None) -> dict | None:
-        """Full HF-named weights gathered over TP; every rank must call it (a collective: the all-gather gives every
-        TP rank all shards).  The ranks that ``assemble`` (default: rank 0) convert and return them, the others
-        None.  PP is not supported."""
+    def read_shard(self, weights: str, arch, *, value_head: bool = False) -> dict:
+        """This rank's Megatron state dict from the HF safetensors ``weights`` (a checkpoint folder or one file):
+        only its tensor-parallel part of its pipeline stage's layers is read (:class:`SafetensorsFiles`), so no
+        rank holds the whole model at start-up; ``startup_bytes_read`` adds up what was read."""
+        from megatron.core import parallel_state
+
+        from ppo.models.convert import SafetensorsFiles, hf_to_megatron, pipeline_stage
+
+        source = SafetensorsFiles(weights)
+        stage = pipeline_stage(arch.num_layers, parallel_state.get_pipeline_model_parallel_rank(),
+                               parallel_state.get_pipeline_model_parallel_world_size())
+        shard = hf_to_megatron(source, arch, tp_rank=parallel_state.get_tensor_model_parallel_rank(),
+                               tp_size=parallel_state.get_tensor_model_parallel_world_size(), value_head=value_head,
+                               **stage)
+        self.startup_bytes_read += source.bytes_loaded
+        return shard
+
+    def hf_state(self, arch, value_head: bool = False) -> dict | None:
+        """Full HF-named weights on rank 0 (None on the other ranks); every rank must call it.  Only rank 0's
+        tensor-parallel group gathers, onto rank 0 alone: the other ranks never hold more than their shard.  PP is
+        not supported."""
         from megatron.core import parallel_state
 
         from ppo.models.convert import megatron_to_hf
 
+        if parallel_state.get_data_parallel_rank() != 0:
+            return None
         state = {k: v.detach().cpu() for k, v in self.trainer.module.state_dict().items()
                  if not k.endswith("_extra_state")}
         tp = parallel_state.get_tensor_model_parallel_world_size()
         shards = [state]
         if tp > 1:
-            shards = [None] * tp
-            torch.distributed.all_gather_object(shards, state, group=parallel_state.get_tensor_model_parallel_group())
-        assemble = self.rank == 0 if assemble is None else assemble
-        return megatron_to_hf(shards, arch, value_head=value_head) if assemble else None
+            shards = [None] * tp if self.rank == 0 else None
+            torch.distributed.gather_object(state, shards, dst=parallel_state.get_tensor_model_parallel_src_rank(),
+                                            group=parallel_state.get_tensor_model_parallel_group())
+        return megatron_to_hf(shards, arch, value_head=value_head) if self.rank == 0 else None
 
-    def export_to_store(self) -> list:
-        """``[reference]`` to this model's HF-named weights, put in the object store by rank 0 (``[None]`` on the
-        other ranks); every rank must call it (the gather over TP is a collective)."""
-        import ray
+    def write_weights(self, path: str, arch, value_head: bool = False) -> None:
+        """This model's HF-named weights as one safetensors file at ``path``, written by rank 0 (a collective, see
+        :meth:`hf_state`): what other ranks then read their shards from (:meth:`read_shard`)."""
+        from safetensors.torch import save_file
 
-        state = self.export()
-        return [None if state is None else ray.put(state)]
+        state = self.hf_state(arch, value_head=value_head)
+        if state is not None:
+            partial = f"{path}.partial"
+            # megatron_to_hf's q, k, v (and gate, up) are views of one tensor, which safetensors refuses
+            save_file({name: t.clone() for name, t in state.items()}, partial, metadata={"format": "pt"})
+            os.replace(partial, path)
 
     def placement_info(self) -> dict:
         """Where this rank runs, as Ray and the environment say (for tests and the dry-run-versus-run check)."""

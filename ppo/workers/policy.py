@@ -18,11 +18,12 @@ from ppo.workers.specs import MegatronPolicy
 
 class PolicyWorker(MegatronWorker):
     def __init__(self, spec: MegatronPolicy, model_path: str, *, with_reference: bool = False, **kwargs):
+        """The policy (and its frozen reference) from the HF checkpoint folder ``model_path``: each rank reads only
+        its own shard of the weights (:meth:`read_shard`)."""
         super().__init__(spec, **kwargs)
-        from ppo.models.convert import load_hf_state_dict, load_megatron_state
+        from ppo.models.convert import load_megatron_state
         self.arch = Architecture.from_pretrained(model_path)
-        hf = load_hf_state_dict(model_path)
-        shard = self._shard(hf)
+        shard = self.read_shard(model_path, self.arch)
         model = build_gpt_model(self.arch, device=self.device, **spec.model_options())
         load_megatron_state(model, shard)
         self.trainer = ModelUpdater(model, spec.optimizer)
@@ -31,14 +32,6 @@ class PolicyWorker(MegatronWorker):
             self.reference = build_gpt_model(self.arch, device=self.device, **spec.model_options()).eval()
             load_megatron_state(self.reference, shard)
             self.reference.requires_grad_(False)
-
-    def _shard(self, hf: dict) -> dict:
-        from megatron.core import parallel_state
-
-        from ppo.models.convert import hf_to_megatron
-
-        return hf_to_megatron(hf, self.arch, tp_rank=parallel_state.get_tensor_model_parallel_rank(),
-                              tp_size=parallel_state.get_tensor_model_parallel_world_size())
 
     def logprobs(self, batch: dict, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
         batch = self.receive(batch)
@@ -113,11 +106,16 @@ class PolicyWorker(MegatronWorker):
     def export(self) -> dict | None:
         return self.hf_state(self.arch)
 
-    def load_reference(self, hf: dict) -> None:
-        """Replace the frozen reference's weights (HF names): the trainer anchors it to the warm-started policy."""
+    def write_weights(self, path: str) -> None:
+        """The policy as one HF-named safetensors file at ``path`` (rank 0 writes; a collective)."""
+        super().write_weights(path, self.arch)
+
+    def load_reference(self, weights: str) -> None:
+        """Replace the frozen reference's weights with the HF safetensors ``weights`` (a file or folder; each rank
+        reads its shard): the trainer anchors it to the warm-started policy."""
         from ppo.models.convert import load_megatron_state
 
-        load_megatron_state(self.reference, self._shard(hf))
+        load_megatron_state(self.reference, self.read_shard(weights, self.arch))
 
     # ---------------------------------------------------------------- refit: weights straight to the engines
     def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list | None:

@@ -16,22 +16,19 @@ from ppo.workers.specs import MegatronCritic
 
 
 class ValueWorker(MegatronWorker):
-    def __init__(self, spec: MegatronCritic, model_path: str, *, hf_state: dict | None = None,
+    def __init__(self, spec: MegatronCritic, model_path: str, *, weights: str | None = None,
                  init_checkpoint: str | None = None, **kwargs):
-        """Weights from ``hf_state`` (HF names), else the HF directory ``model_path``; then, with ``init_checkpoint``
-        (an earlier run's ``checkpoints/step_N/critic``), that critic's weights with a fresh optimizer."""
+        """The architecture from the HF directory ``model_path``; the weights from the HF safetensors ``weights`` (a
+        checkpoint folder or one file, e.g. the warm-started policy's; default ``model_path``), of which each rank
+        reads only its own shard; then, with ``init_checkpoint`` (an earlier run's ``checkpoints/step_N/critic``),
+        that critic's weights with a fresh optimizer."""
         super().__init__(spec, **kwargs)
-        from megatron.core import parallel_state
-
-        from ppo.models.convert import VALUE_HEAD, hf_to_megatron, load_hf_state_dict, load_megatron_state
+        from ppo.models.convert import VALUE_HEAD, load_megatron_state
         backbone = Architecture.from_pretrained(model_path)
         self.arch = dataclasses.replace(backbone, num_layers=spec.layers_of(backbone.num_layers))
-        hf = hf_state if hf_state is not None else load_hf_state_dict(model_path)
         model = build_value_model(self.arch, init_std=spec.head_init_std, device=self.device, **spec.model_options())
-        shard = hf_to_megatron(hf, self.arch, value_head=True,
-                               tp_rank=parallel_state.get_tensor_model_parallel_rank(),
-                               tp_size=parallel_state.get_tensor_model_parallel_world_size())
-        load_megatron_state(model, shard, optional=(VALUE_HEAD,))
+        load_megatron_state(model, self.read_shard(weights or model_path, self.arch, value_head=True),
+                            optional=(VALUE_HEAD,))
         self.trainer = ModelUpdater(model, spec.optimizer)
         if init_checkpoint is not None:
             load_checkpoint(self.trainer, init_checkpoint)
