@@ -72,12 +72,14 @@ class Slot:
 
 @dataclass(frozen=True)
 class RefitRoute:
-    """How engine ``engine`` receives the policy's weights: ``ipc`` from the policy rank on its first GPU, or
-    ``broadcast`` from policy rank ``sender`` over a torch.distributed group (other GPUs or nodes)."""
+    """How tensor-parallel worker ``worker`` of engine ``engine`` receives the policy's weights: ``ipc`` from the
+    policy rank on its GPU, or ``broadcast`` from policy rank ``sender`` over a torch.distributed group (other GPUs
+    or nodes).  Every worker of an engine receives the whole weights; vLLM's loader takes its shard."""
 
     engine: int
     transport: str
     sender: int
+    worker: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,16 +110,19 @@ class PlacementPlan:
         return self.ranks["generation"][engine * t : (engine + 1) * t]
 
     def refit_routes(self) -> list[RefitRoute]:
-        """Per engine: IPC from the tensor-parallel rank 0 of a policy group on the engine's first GPU (it holds the
-        gathered weights), else a broadcast from policy rank 0.  CPU-only plans share one machine: engines on the
-        driver node read policy rank 0's shared memory."""
+        """Per engine worker (tensor-parallel rank): IPC from the tensor-parallel rank 0 of a policy group on the
+        worker's GPU (it holds the gathered weights), else a broadcast from policy rank 0.  CPU-only plans share one
+        machine: every worker reads policy rank 0's shared memory."""
+        workers = range(self.engine_tensor)
         if self.cpu_only:
-            return [RefitRoute(e, "ipc", 0) for e in range(self.num_engines)]
+            return [RefitRoute(e, "ipc", 0, w) for e in range(self.num_engines) for w in workers]
         assemblers = {slot: rank for rank, slot in enumerate(self.ranks["policy"]) if rank % self.policy_tensor == 0}
         routes = []
         for e in range(self.num_engines):
-            sender = assemblers.get(self.engine_slots(e)[0])
-            routes.append(RefitRoute(e, "ipc", sender) if sender is not None else RefitRoute(e, "broadcast", 0))
+            for w, slot in enumerate(self.engine_slots(e)):
+                sender = assemblers.get(slot)
+                routes.append(RefitRoute(e, "ipc", sender, w) if sender is not None
+                              else RefitRoute(e, "broadcast", 0, w))
         return routes
 
     def gpus_used_line(self) -> str:

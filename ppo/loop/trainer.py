@@ -451,7 +451,9 @@ class PPOTrainer:
         with self.timed("refit"):
             self.refit()
         return {"train/refit_bytes": self.refit_stats["refit_bytes"],
-                "train/refit_driver_bytes": self.refit_stats["refit_driver_bytes"]}
+                "train/refit_driver_bytes": self.refit_stats["refit_driver_bytes"],
+                "train/refit_host_bytes": self.refit_stats["refit_host_bytes"],
+                "train/refit_buckets": self.refit_stats["refit_buckets"]}
 
     def critic_view(self, batch: dict) -> dict:
         """The batch as the critic reads it: itself, or with ``critic.reference_answer`` each row led by its reference

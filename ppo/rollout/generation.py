@@ -12,11 +12,9 @@ import os
 import time
 
 import ray
-import torch
 
 from ppo.cluster.deadline import Pending, get_within
 from ppo.rollout.settings import SamplingConfig, VLLMGeneration
-from ppo.workers.buckets import RefitGroup, bucket_size, open_ipc_handle, unpack
 from ppo.workers.logs import redirect_output, worker_log
 
 START_TIMEOUT_S = 1800.0
@@ -35,31 +33,31 @@ class GenerationWorker:
 
         self.engine = VLLMEngine(cfg)
         self.tokenizer = self.engine.tokenizer
-        self.refit_group = None
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None,
                  first_index: int = 0):
         return self.engine.generate(prompts, sampling, seed, first_index=first_index)
 
     def refit(self, weights: dict) -> dict[str, float]:
-        """Load weights sent as a whole (tests and tools; the trainer streams buckets from the policy ranks)."""
-        return self.engine.refit(weights.items())
+        """Load weights sent as a whole (tests and tools; the trainer streams buckets from the policy ranks).  They
+        came through Ray by value, so they count as host bytes."""
+        stats = self.engine.refit(weights.items())
+        stats["refit_host_bytes"] += sum(t.numel() * t.element_size() for t in weights.values())
+        return stats
 
-    def load_ipc(self, handle: bytes, bucket: list) -> None:
-        """Load a bucket from a buffer the policy rank on this GPU shares (CUDA IPC, or CPU shared memory)."""
-        self.engine.load_weights(unpack(open_ipc_handle(handle), bucket))
+    def join_refit_group(self, host: str, port: int, group_ranks: dict[int, int], world_size: int) -> None:
+        """The engine's workers named in ``group_ranks`` (worker rank → group rank) join the refit group."""
+        self.engine.join_refit_group(host, port, group_ranks, world_size)
 
-    def join_refit_group(self, host: str, port: int, rank: int, world_size: int) -> None:
-        self.refit_group = RefitGroup(host, port, rank, world_size)
+    def load_bucket(self, bucket: list, ipc_workers: list[int], *handles: bytes) -> None:
+        """Refit bucket into every worker of the engine: worker ``ipc_workers[i]`` opens ``handles[i]``, shared by
+        the policy rank on its GPU (CUDA IPC, or CPU shared memory); the others receive the refit group's broadcast.
+        (Handles come as top-level arguments: Ray resolves those object references here, never in the driver.)"""
+        self.engine.load_bucket(bucket, dict(zip(ipc_workers, handles, strict=True)))
 
-    def load_broadcast(self, bucket: list) -> None:
-        """Receive a bucket broadcast by policy rank 0 over the refit group, and load it."""
-        buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=self.refit_group.device)
-        self.refit_group.broadcast(buffer)
-        self.engine.load_weights(unpack(buffer, bucket))
-
-    def finish_refit(self) -> None:
-        self.engine.finish_refit()
+    def finish_refit(self) -> int:
+        """Returns the weight bytes that passed through the host's messages in this refit (0 on the streamed path)."""
+        return self.engine.finish_refit()
 
     def sleep(self) -> None:
         self.engine.sleep()

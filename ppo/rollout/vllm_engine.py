@@ -21,6 +21,7 @@ from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
 
 from ppo.rollout.settings import Sample, SamplingConfig, VLLMGeneration
+from ppo.workers.buckets import RefitGroup, bucket_size, open_ipc_handle, unpack
 
 VLLM_MEMORY_TAGS = ("weights", "kv_cache")  # what vLLM's sleep mode allocates under its own tags
 
@@ -28,6 +29,26 @@ VLLM_MEMORY_TAGS = ("weights", "kv_cache")  # what vLLM's sleep mode allocates u
 def _reload_tensors(worker, tensors: dict) -> None:
     """Runs in the vLLM worker of an in-process engine: reload HF-named tensors in place (no copy to bytes)."""
     worker.reload_weights(weights_iterator=iter(tensors.items()))
+
+
+def _join_refit_group(worker, host: str, port: int, group_ranks: dict[int, int], world_size: int) -> None:
+    """Runs in every vLLM worker: those that receive the refit by broadcast (``group_ranks``: worker rank → rank in
+    the refit group) join the group of policy rank 0, each in its own process, on its own device."""
+    if worker.rank in group_ranks:
+        worker.ppo_refit_group = RefitGroup(host, port, group_ranks[worker.rank], world_size)
+
+
+def _load_bucket(worker, bucket: list, handles: dict[int, bytes]) -> None:
+    """Runs in every vLLM worker: take a refit bucket from the policy rank on this worker's device (``handles``: worker
+    rank → IPC handle) or from the refit group's broadcast, and reload the whole weights in it (vLLM's loader keeps
+    this worker's tensor-parallel shard).  Only the handle and the bucket's metadata pass vLLM's message queue."""
+    if worker.rank in handles:
+        buffer = open_ipc_handle(handles[worker.rank])
+    else:
+        group = worker.ppo_refit_group
+        buffer = torch.empty(bucket_size(bucket), dtype=torch.uint8, device=group.device)
+        group.broadcast(buffer)
+    worker.reload_weights(weights_iterator=iter(unpack(buffer, bucket).items()))
 
 
 def _reload_from_safetensors(worker, payload: bytes) -> None:
@@ -125,6 +146,7 @@ class VLLMEngine:
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.sleeping: set[str] = set()  # vLLM's memory tags now released: "weights", "kv_cache"
+        self.host_bytes = 0  # weight bytes serialised into messages since the last finish_refit (see load_weights)
 
     def generate(
         self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None,
@@ -177,27 +199,43 @@ class VLLMEngine:
         start = time.perf_counter()
         tensors = dict(weights)
         self.load_weights(tensors)
-        self.finish_refit()
+        host_bytes = self.finish_refit()
         nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
-        return {"refit_seconds": time.perf_counter() - start, "refit_bytes": float(nbytes)}
+        return {"refit_seconds": time.perf_counter() - start, "refit_bytes": float(nbytes),
+                "refit_host_bytes": float(host_bytes)}
 
     def load_weights(self, tensors: dict[str, torch.Tensor]) -> None:
-        """Reload some HF-named weights in place (a refit bucket); call :meth:`finish_refit` after the last one.
+        """Reload HF-named weights held by this process (tools and tests; the trainer's refit uses
+        :meth:`load_bucket`); call :meth:`finish_refit` after the last ones.
 
         An in-process engine reloads the tensors as they are; worker processes (TP > 1) get them as one safetensors
-        buffer through vLLM's own channel (a plain state dict does not pickle through ``collective_rpc``), and
-        vLLM's loader shards them for its tensor parallelism.
+        buffer through vLLM's message queue (a plain state dict does not pickle through ``collective_rpc``): those
+        bytes count in :attr:`host_bytes`.
         """
         if self.in_process:
             self.llm.collective_rpc(_reload_tensors, args=(tensors,))
             return
         # safetensors refuses tensors that share memory (tied weights, views of one refit buffer): own copies
         payload = save_safetensors({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()})
+        self.host_bytes += len(payload)
         self.llm.collective_rpc(_reload_from_safetensors, args=(payload,))
 
-    def finish_refit(self) -> None:
+    def join_refit_group(self, host: str, port: int, group_ranks: dict[int, int], world_size: int) -> None:
+        """The workers named in ``group_ranks`` (worker rank → group rank) join the refit's broadcast group."""
+        self.llm.collective_rpc(_join_refit_group, args=(host, port, group_ranks, world_size))
+
+    def load_bucket(self, bucket: list, handles: dict[int, bytes]) -> None:
+        """One refit bucket into every worker, each from the policy rank on its device (``handles``) or from the
+        refit group: the same call for an in-process engine (TP 1) and for worker processes or actors (TP > 1)."""
+        self.llm.collective_rpc(_load_bucket, args=(bucket, handles))
+
+    def finish_refit(self) -> int:
+        """After a refit's last bucket; returns the weight bytes that passed through this process's messages to
+        its workers during the refit (0 when every bucket came by :meth:`load_bucket`)."""
         self.llm.collective_rpc(_repack_tied_head)
         self.llm.reset_prefix_cache()
+        host_bytes, self.host_bytes = self.host_bytes, 0
+        return host_bytes
 
     def placement(self) -> list[dict]:
         """Where each of the engine's workers runs (one entry per tensor-parallel rank)."""

@@ -15,6 +15,7 @@ from multiprocessing.reduction import ForkingPickler
 
 import torch
 import torch.multiprocessing as mp
+from torch.multiprocessing.reductions import rebuild_cuda_tensor, reduce_tensor
 
 REFIT_GROUP_TIMEOUT = timedelta(minutes=10)
 
@@ -86,17 +87,26 @@ def unpack(buffer: torch.Tensor, bucket: list[TensorEntry]) -> dict[str, torch.T
             for e in bucket}
 
 
+CUDA_DEVICE_ARG = 6
+"""Where ``rebuild_cuda_tensor``'s arguments (``torch.multiprocessing.reductions.reduce_tensor``) name the device."""
+
+
 def ipc_handle(buffer: torch.Tensor) -> bytes:
-    """A handle another process on the same device opens without copying (CUDA IPC, or CPU shared memory)."""
+    """A handle another process on the same device opens without copying (CUDA IPC, or CPU shared memory): the
+    buffer's reduction (rebuild function and arguments), pickled with torch's sharing reductions."""
     if buffer.device.type == "cpu":
         mp.set_sharing_strategy("file_system")  # a named shared-memory file: any local process can open it
-    return bytes(ForkingPickler.dumps(buffer))
+    return bytes(ForkingPickler.dumps(reduce_tensor(buffer)))
 
 
 def open_ipc_handle(handle: bytes) -> torch.Tensor:
-    """The tensor behind :func:`ipc_handle`'s handle (``torch.multiprocessing``, imported above, registers the
-    reductions it refers to)."""
-    return pickle.loads(handle)
+    """The tensor behind :func:`ipc_handle`'s handle.  A CUDA handle names the sender's device index, which need not
+    be this process's index for the same GPU (a vLLM worker may see every GPU of its node, a policy rank only its
+    own): the routes pair a receiver with a sender on its GPU, so it opens the handle on its current device."""
+    rebuild, args = pickle.loads(handle)
+    if rebuild is rebuild_cuda_tensor:
+        args = (*args[:CUDA_DEVICE_ARG], torch.cuda.current_device(), *args[CUDA_DEVICE_ARG + 1:])
+    return rebuild(*args)
 
 
 class RefitGroup:

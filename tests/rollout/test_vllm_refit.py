@@ -121,6 +121,7 @@ def test_refit_after_a_training_step(megatron_world, engine, tiny_model_dir):
     state = {k: v for k, v in policy.state_dict().items() if not k.endswith("_extra_state")}
     stats = ray.get(actor.refit.remote(megatron_to_hf([state], arch)))
     assert stats["refit_bytes"] > 0
+    assert stats["refit_host_bytes"] == stats["refit_bytes"], "the whole weights came through Ray by value"
     fresh = ray.get(actor.generate.remote(p))
     fresh_error = mult_prob_error(policy, fresh, p)
     assert fresh_error <= 1.01

@@ -65,7 +65,8 @@ def test_a_refit_that_never_reaches_the_engines_trips_the_logprob_gate(ray_runti
     from ppo.workers.refit import Refitter
 
     monkeypatch.setattr(Refitter, "__call__", lambda self: {"refit_seconds": 0.0, "refit_bytes": 0.0,
-                                                            "refit_buckets": 0.0, "refit_driver_bytes": 0.0})
+                                                            "refit_buckets": 0.0, "refit_driver_bytes": 0.0,
+                                                            "refit_host_bytes": 0.0})
     # a short warm start moves the policy far from the initial weights the engines keep
     stale = run_tiny(tmp_path / "stale", CALM, "trainer.max_steps=1", "trainer.warm_start_steps=5", *old_logprobs)
     assert "prob_error" in tripped(stale)

@@ -52,11 +52,13 @@ SHAPES = {
         "generation.num_engines=4", "allow_idle_gpus=True",
     ],
     # dsr1_7b's engines: 2 engines of TP 2, each one's workers in the bundles of its two GPUs (vLLM's Ray executor);
-    # the critic on 4 data-parallel ranks
+    # the critic on 4 data-parallel ranks; 8 layers in buckets of 64 KB, so a refit takes 10 buckets (the embedding,
+    # each layer, the final norm: a layer is ~0.8 MB and is never split)
     "tp2_engines": [
         "policy.parallel.tensor=2", "policy.data_parallel=2", "policy.num_threads=1",
         "critic.data_parallel=4", "critic.num_threads=1",
         "generation.num_engines=2", "generation.tensor_parallel_size=2",
+        "model.num_layers=8", "generation.refit_bucket_bytes=65536",
     ],
 }
 """dsr1_7b-like layouts on 2 nodes × 2 GPUs."""
@@ -188,8 +190,9 @@ def test_both_refit_transports_are_used(multinode_run):
     routes = {r["engine"]: (r["transport"], r["sender"]) for r in placement(run_dir)["routes"]}
     if shape == "tp1_engines":  # engines 0 and 2 share a GPU with policy ranks 0 and 2 (tensor-parallel rank 0)
         assert routes == {0: ("ipc", 0), 1: ("broadcast", 0), 2: ("ipc", 2), 3: ("broadcast", 0)}
-    else:  # each engine's first GPU holds a policy tensor-parallel rank 0
-        assert routes == {0: ("ipc", 0), 1: ("ipc", 2)}
+    else:  # each engine's first GPU holds a policy tensor-parallel rank 0; its second worker hears rank 0's broadcast
+        routes = {(r["engine"], r["worker"]): (r["transport"], r["sender"]) for r in placement(run_dir)["routes"]}
+        assert routes == {(0, 0): ("ipc", 0), (0, 1): ("broadcast", 0), (1, 0): ("ipc", 2), (1, 1): ("broadcast", 0)}
 
 
 @pytest.mark.cluster
@@ -218,3 +221,33 @@ def test_engines_start_after_the_groups_give_up_their_gpus(multinode_run):
     assert None not in offloaded, "every Megatron rank offloaded before the placement was recorded"
     first_engine = min(info["started_at"] for info in actors["generation"])
     assert first_engine > max(offloaded), (first_engine, max(offloaded))
+
+
+@pytest.mark.cluster
+def test_engines_of_tp_2_refit_in_many_buckets_with_no_host_bytes(multinode_run):
+    """Each TP-2 engine's workers take every bucket themselves (IPC from the policy rank on their GPU, or the refit
+    group's broadcast, one of them from the other node): 10 buckets a refit, none of their bytes serialised into
+    the engines' messages to their workers."""
+    shape, run_dir = multinode_run
+    if shape != "tp2_engines":
+        pytest.skip("the TP-2 engines' refit")
+    m = load_metrics(run_dir)
+    assert min(m["train/refit_buckets"].values()) >= 10
+    assert max(m["train/refit_host_bytes"].values()) == 0, "weights went through the host to the engines' workers"
+
+
+@pytest.mark.cluster
+def test_engines_of_tp_2_answer_as_an_engine_started_from_the_exported_weights(multinode_run, tmp_path):
+    """After step 2's refit the TP-2 engines' greedy validation answers are those of an engine started from step 2's
+    exported weights (:mod:`tests.workers.greedy_reference`: vLLM's own loader, at TP 1)."""
+    shape, run_dir = multinode_run
+    if shape != "tp2_engines":
+        pytest.skip("the TP-2 engines' refit")
+    out = tmp_path / "greedy.json"
+    done = subprocess.run([sys.executable, "-m", "tests.workers.greedy_reference", str(run_dir), "2", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reference = json.loads(out.read_text())
+    rows = [json.loads(line) for line in (run_dir / "samples" / "step_2.jsonl").read_text().splitlines()]
+    validated = {r["record_id"]: r["response"] for r in rows if r.get("mode") == "greedy"}
+    assert len(validated) == 16 and validated == {k: reference[k] for k in validated}

@@ -84,17 +84,18 @@ def test_separate_generation_gpus_come_after_the_training_gpus():
                           generation=EngineLayout(engines=2, tensor=2), colocated=False)
     assert plan.ranks["policy"] == (Slot(0, 0), Slot(0, 1), Slot(0, 2), Slot(0, 3))
     assert plan.ranks["generation"] == (Slot(1, 0), Slot(1, 1), Slot(1, 2), Slot(1, 3))
-    assert [r.transport for r in plan.refit_routes()] == ["broadcast", "broadcast"]
+    assert [r.transport for r in plan.refit_routes()] == ["broadcast"] * 4
 
 
-def test_refit_routes_pick_ipc_where_a_policy_tensor_rank_0_shares_the_engine_gpu():
+def test_refit_routes_pick_ipc_where_a_policy_tensor_rank_0_shares_the_engine_workers_gpu():
     plan = dsr1_like()
     routes = plan.refit_routes()
-    assert len(routes) == 32
+    assert len(routes) == 64, "one route per engine worker (32 engines of TP 2)"
     # engines of TP 2 start at GPUs 0, 2, 4, 6 of a node; policy TP-4 groups start at 0 and 4
-    by_engine = {r.engine: (r.transport, r.sender) for r in routes}
-    assert by_engine[0] == ("ipc", 0) and by_engine[1] == ("broadcast", 0) and by_engine[2] == ("ipc", 4)
-    assert by_engine[4] == ("ipc", 8), "engine 4 is on node 1's GPU 0, with policy rank 8"
+    by_worker = {(r.engine, r.worker): (r.transport, r.sender) for r in routes}
+    assert by_worker[0, 0] == ("ipc", 0) and by_worker[0, 1] == ("broadcast", 0)
+    assert by_worker[1, 0] == by_worker[1, 1] == ("broadcast", 0) and by_worker[2, 0] == ("ipc", 4)
+    assert by_worker[4, 0] == ("ipc", 8), "engine 4 is on node 1's GPU 0, with policy rank 8"
     assert sum(r.transport == "ipc" for r in routes) == 16
 
 
