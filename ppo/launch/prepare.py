@@ -7,7 +7,8 @@ The order, each step a one-line :class:`ConfigError` on failure:
    given, ``--name``, overrides in the order given; every change is recorded for the dry-run markers;
 3. no argument left unset without a default; the graph stores as JSON and loads back;
 4. ``fdl.build`` (errors name the config path that failed to build);
-5. the built object has ``name``, ``executor``, ``seed``, ``validate``, ``resource_plan``, ``run``; its
+5. the built object has ``name``, ``executor``, ``seed``, ``validate``, ``resource_plan``, ``run``; the model
+   folders and checkpoints it reads that are on this machine load (:mod:`ppo.launch.model_checks`); its
    ``validate()`` and the executor's pass; ``resource_plan()`` is a list of dicts;
 6. hub models and datasets (:mod:`ppo.launch.fetch`): a dry run lists them in ``Prepared.hub_inputs`` (here, or
    to fetch) and refuses, where input paths count (below), one that ``HF_HUB_OFFLINE`` keeps from being fetched;
@@ -37,6 +38,7 @@ from ppo.config.printing import EditLog
 from ppo.config.serialization import from_json, to_json
 from ppo.launch import fetch
 from ppo.launch.executors import EXECUTORS, LocalExecutor, SlurmExecutor
+from ppo.launch.model_checks import check_models
 
 PROTOCOL = ("name", "executor", "seed", "validate", "resource_plan", "run")
 
@@ -66,6 +68,8 @@ class Prepared:
     missing_paths: list[str] = dataclasses.field(default_factory=list)
     hub_inputs: list[str] = dataclasses.field(default_factory=list)
     """A dry run's line for each hub model or dataset: here (where), or what a launch would fetch."""
+    model_notes: list[str] = dataclasses.field(default_factory=list)
+    """What :func:`ppo.launch.model_checks.check_models` found of the model folders and checkpoints (all usable)."""
 
     @property
     def name(self) -> str:
@@ -108,6 +112,7 @@ def _check(request: Request, file: ExperimentFile, cfg: fdl.Buildable, edits: Ed
     if not isinstance(executor, tuple(EXECUTORS.values())):
         raise ConfigError(f"executor must be one of LocalExecutor, DebugExecutor, SlurmExecutor "
                           f"(ppo.launch), got {type(executor).__name__}")
+    models = _call_check(lambda: check_models(experiment, executor), "checking the models")
     _call_check(experiment.validate, "validation")
     executor.validate()
     plan = _call_check(experiment.resource_plan, "resource_plan()")
@@ -126,7 +131,7 @@ def _check(request: Request, file: ExperimentFile, cfg: fdl.Buildable, edits: Ed
     if missing and paths_required(executor, request.dry_run):
         raise ConfigError(_first_of(missing))
     _call_check(getattr(experiment, "check_inputs", lambda: None), "check_inputs()")
-    return Prepared(request, file, cfg, edits, experiment, executor, plan, config_json, list(missing), hub)
+    return Prepared(request, file, cfg, edits, experiment, executor, plan, config_json, list(missing), hub, models)
 
 
 def _first_of(problems: list[str]) -> str:

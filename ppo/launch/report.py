@@ -72,6 +72,8 @@ def dry_run_text(prepared: Prepared, run_dir: Path, sbatch: str | None) -> str:
         executor_line(prepared.executor),
         f"run directory: {run_dir} (not created by --dry-run)",
     ]
+    if prepared.model_notes:
+        parts += ["", "== models and checkpoints (checked on this machine)", *prepared.model_notes]
     if prepared.hub_inputs:
         parts += ["", "== hub models and datasets (a launch fetches what is not here before anything is created or "
                       "queued, and the run's config names the local paths; --dry-run fetches nothing)",

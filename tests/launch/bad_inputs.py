@@ -4,7 +4,9 @@ The table in the README comes from here::
 
     .venv/bin/python -m tests.launch.bad_inputs        # prints the Markdown table
 
-Inputs run in a scratch directory holding ``exp.py`` (a copy of ``recipes/toy.py``) and the broken files below.
+Inputs run in a scratch directory holding ``exp.py`` (a copy of ``recipes/toy.py``), ``gpu.py`` (a copy of
+``experiments/math_1b.py``), the broken files below, and the model folders and checkpoints of
+:mod:`tests.launch.model_folders` (``models/``, ``ckpt/``).
 """
 
 from __future__ import annotations
@@ -100,6 +102,53 @@ CASES: list[tuple[str, str]] = [
      "the run directory)"),
     ("exp.py --executor slurm --allow-dirty  # not on a terminal",
      "submitting 1 node(s) x 8 GPU(s) for 240 min to SLURM needs confirmation: pass --yes"),
+    ("gpu.py model.path=models/empty --dry-run",
+     "model.path: models/empty is empty (an HF checkpoint folder holds config.json, safetensors weights and a "
+     "tokenizer)"),
+    ("gpu.py model.path=models/cut_config --dry-run",
+     "model.path: models/cut_config/config.json does not parse as JSON (Expecting ',' delimiter: line 1 column 41 "
+     "(char 40))"),
+    ("gpu.py model.path=models/no_weights --dry-run",
+     "model.path: models/no_weights has no weights: no model.safetensors nor model.safetensors.index.json"),
+    ("gpu.py model.path=models/mistral --dry-run",
+     "model.path: models/mistral/config.json: model_type 'mistral' is not supported; supported: qwen2, qwen3, llama"),
+    ("gpu.py model.path=models/missing_tensor --dry-run",
+     "model.path: models/missing_tensor: no model.layers.1.mlp.down_proj.weight in model.safetensors, which "
+     "config.json (qwen2, 2 layers) needs"),
+    ("gpu.py model.path=models/wrong_shape --dry-run",
+     "model.path: models/wrong_shape/model.safetensors: model.layers.0.mlp.gate_proj.weight has shape [128, 64], "
+     "config.json gives [96, 64]"),
+    ("gpu.py model.path=models/fp8 --dry-run",
+     "model.path: models/fp8/model.safetensors: model.embed_tokens.weight is F8_E4M3, not a dtype the workers load "
+     "(F32, BF16, F16)"),
+    ("gpu.py model.path=models/torn_weights --dry-run",
+     "model.path: models/torn_weights/model.safetensors is cut off: its header places tensors up to byte 306951, "
+     "the file has 153475"),
+    ("gpu.py model.path=models/missing_shard --dry-run",
+     "model.path: models/missing_shard/model-00002-of-00002.safetensors is missing: model.safetensors.index.json "
+     "names it"),
+    ("gpu.py model.path=models/bad_tokenizer --dry-run",
+     "model.path: models/bad_tokenizer/tokenizer.json does not load as a tokenizer (data did not match any variant "
+     "of untagged enum ModelUntagged at line 1 column 12)"),
+    ("gpu.py model.path=models/no_tokenizer --dry-run",
+     "model.path: models/no_tokenizer has no tokenizer (no tokenizer.json, tokenizer.model, vocab.json or "
+     "tokenizer.tiktoken): the run tokenizes prompts with the model's own"),
+    ("gpu.py model.path=models/good critic.model_path=models/other_critic --dry-run",
+     "critic.model_path: models/other_critic/tokenizer.json is not the policy's tokenizer "
+     "(models/good/tokenizer.json): 26 of its 27 tokens have another id or none, and the critic reads the policy's "
+     "token ids"),
+    ("gpu.py model.path=models/good critic.model_path=models/critic_no_tokenizer --dry-run",
+     "critic.model_path: models/critic_no_tokenizer/config.json has vocab_size=64, the policy's 27, and no "
+     "tokenizer.json shows they share a tokenizer (the critic reads the policy's token ids)"),
+    ("gpu.py model.path=models/good critic.model_path=models/empty --dry-run",
+     "critic.model_path: models/empty is empty (an HF checkpoint folder holds config.json, safetensors weights and "
+     "a tokenizer)"),
+    ("gpu.py model.path=models/good trainer.resume=ckpt/other_model --dry-run",
+     "trainer.resume: ckpt/other_model/policy is a checkpoint of another model: embedding.word_embeddings.weight is "
+     "[27, 32], the run's model has [27, 64]"),
+    ("gpu.py model.path=models/good trainer.resume=ckpt/policy_only --dry-run",
+     "trainer.resume: ckpt/policy_only holds no critic/, and the run trains one (the checkpoint is of a run without "
+     "a critic)"),
     ("status", "the following arguments are required: run_dir (usage: python launch.py --help)"),
     ("status runs/nothere", "runs/nothere is not a run directory (no launch.json)"),
     ("export runs/nothere --out hf", "runs/nothere is not a run directory (no launch.json)"),
@@ -125,9 +174,15 @@ if shutil.which("dot") is None:
 
 
 def scratch_dir(root: Path) -> Path:
-    """The directory the inputs run in: ``exp.py``, the broken files, a non-empty ``taken/``, and the run
-    directories ``fresh/`` (no checkpoint yet) and ``run/`` (steps 1 and 2 of a policy, step 3 torn)."""
+    """The directory the inputs run in: ``exp.py``, ``gpu.py``, the broken files, ``models/`` and ``ckpt/``, a
+    non-empty ``taken/``, and the run directories ``fresh/`` (no checkpoint yet) and ``run/`` (steps 1 and 2 of a
+    policy, step 3 torn)."""
+    from tests.launch.model_folders import checkpoints, model_folders
+
     shutil.copy(Path(__file__).parent / "recipes" / "toy.py", root / "exp.py")
+    shutil.copy(Path(__file__).parents[2] / "experiments" / "math_1b.py", root / "gpu.py")
+    model_folders(root)
+    checkpoints(root)
     for name, text in BROKEN_FILES.items():
         (root / name).write_text(text)
     (root / "taken").mkdir()
