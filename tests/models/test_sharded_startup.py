@@ -108,7 +108,8 @@ def run_ranks(module: str, *args: str, world_size: int = 2) -> None:
 def test_tp2_workers_read_their_own_shards_and_the_critic_starts_from_the_policys(tmp_path):
     """The policy and critic workers at TP 2: each rank's weights are the whole-state-dict conversion's shard, and
     the bytes it read are that shard (about half the model; the ranks together read the model once, plus the
-    replicated norms once more); the critic reads its shard of the file policy rank 0 wrote, not a gathered copy."""
+    replicated norms once more); the critic reads its shard of the weights policy rank 0 wrote from memory, not a
+    gathered copy."""
     from ppo.models.architecture import Architecture
     from ppo.models.convert import hf_to_megatron
     from ppo.workers.memory import shard_parameters
@@ -127,7 +128,9 @@ def test_tp2_workers_read_their_own_shards_and_the_critic_starts_from_the_policy
         assert_same_bits(rank["policy"], expected)
         assert rank["policy_bytes"] == nbytes(expected) == policy_shard
         backbone = {k: v for k, v in expected.items() if k != "output_layer.weight"}
-        assert_same_bits({k: v for k, v in rank["critic"].items() if k != "output_layer.weight"}, backbone)
+        # the worker doubled the policy's weights before writing them: the critic starts from those
+        assert_same_bits({k: v for k, v in rank["critic"].items() if k != "output_layer.weight"},
+                         {k: 2 * v for k, v in backbone.items()})
         assert rank["critic_bytes"] == nbytes(backbone) == critic_shard - 4 * arch.hidden_size
     assert sum(rank["policy_bytes"] for rank in ranks) == nbytes(state) + replicated
     print(f"\nstart-up bytes read per TP-2 rank: {[rank['policy_bytes'] for rank in ranks]} of {nbytes(state)} "
