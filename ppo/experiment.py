@@ -25,7 +25,15 @@ from typing import Any
 
 from ppo.algorithms.estimators import GAE
 from ppo.algorithms.options import KL_KINDS, check_loss_options
-from ppo.cluster.plan import EngineLayout, GroupLayout, PlacementError, machine_gpus, plan_placement
+from ppo.cluster.plan import (
+    EngineLayout,
+    GroupLayout,
+    PlacementError,
+    machine_cpus,
+    machine_gpus,
+    plan_placement,
+    threads_per_process,
+)
 from ppo.envs.reward import RewardFunction
 from ppo.loop.settings import PPOSettings, RewardShaping
 from ppo.models.architecture import UnsupportedModelError
@@ -275,6 +283,13 @@ class Experiment:
         if plan is None:
             return None
         return plan.processes_per_node + self.trainer.math_workers + 2, math.ceil(plan.host_bytes / (1 << 30))
+
+    def worker_threads(self, plan) -> int:
+        """Threads for each worker process of ``plan`` (OMP, MKL and torch; a role's ``num_threads`` overrides it):
+        the CPUs a node of the job has (``executor.cpus_per_task`` for SLURM, the CPUs this process may use
+        otherwise) shared by the processes of its fullest node, counted as :meth:`node_request` counts them."""
+        cpus = getattr(self.executor, "cpus_per_task", None) or machine_cpus()
+        return threads_per_process(cpus, plan.worker_processes() + self.trainer.math_workers + 2)
 
     def placement_plan(self, nodes: int | None = None, gpus_per_node: int | None = None):
         """Where every rank runs (:func:`ppo.cluster.plan.plan_placement`) on ``nodes × gpus_per_node`` GPUs, by

@@ -14,6 +14,13 @@ CPU-only and nothing is reserved.
 
 Groups rendezvous at their rank 0's node: :meth:`Placement.rendezvous` runs a probe in rank 0's slot that returns the
 node's IP, as Ray reports it, and a port that was free there.
+
+Threads: every actor is started with ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` set to its share of its node's CPUs
+(:attr:`Placement.threads`, from the plan: :func:`ppo.cluster.plan.threads_per_process`) or its role's own count,
+instead of what it would inherit (Ray's 1, or the machine's every core); the Megatron workers set torch's count from
+them as they start.  On CPU-only plans an engine's threads stay vLLM's own (it binds them to cores itself).  Ray's
+``num_cpus`` stays a scheduling share: the GPU bundles hold GPUs only, and a CPU-only plan's actors share the
+driver's node by halves.
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ class Placement:
     gpu_ids: dict = field(default_factory=dict)  # Slot -> the GPU ID Ray gave that bundle
     cpu_node: str | None = None  # CPU-only: the node every actor runs on (the driver's)
     num_cpus: float = 0.5
+    threads: int | None = None  # each actor's threads (OMP, MKL, torch); None: what it inherits
 
     def _strategy(self, slot: Slot) -> Any:
         if not self.node_groups:
@@ -88,17 +96,24 @@ class Placement:
                                                 placement_group_bundle_index=slot.gpu,
                                                 placement_group_capture_child_tasks=True)
 
-    def options(self, role: str, rank: int) -> dict:
-        """Ray options of rank ``rank`` of ``role`` (``generation``: engine ``rank``)."""
+    def options(self, role: str, rank: int, threads: int | None = None) -> dict:
+        """Ray options of rank ``rank`` of ``role`` (``generation``: engine ``rank``); ``threads``: the role's own
+        count, in place of :attr:`threads`."""
         if role == "generation":
             slots = self.plan.engine_slots(rank)
         else:
             slots = (self.plan.ranks[role][rank],)
+        count = threads or self.threads
+        env = thread_env(count) if count and (self.node_groups or role != "generation") else {}
         if not self.node_groups:
-            return {"num_cpus": self.num_cpus, "num_gpus": 0, "scheduling_strategy": self._strategy(slots[0])}
-        options = {"num_cpus": 0, "num_gpus": GPU_SHARES[role], "scheduling_strategy": self._strategy(slots[0])}
-        if len(slots) > 1:
-            options.update(num_gpus=0, runtime_env={"env_vars": engine_worker_env(slots, self.gpu_ids)})
+            options = {"num_cpus": self.num_cpus, "num_gpus": 0, "scheduling_strategy": self._strategy(slots[0])}
+        else:
+            options = {"num_cpus": 0, "num_gpus": GPU_SHARES[role], "scheduling_strategy": self._strategy(slots[0])}
+            if len(slots) > 1:
+                options["num_gpus"] = 0
+                env.update(engine_worker_env(slots, self.gpu_ids))
+        if env:
+            options["runtime_env"] = {"env_vars": env}
         return options
 
     def rendezvous(self, role: str, timeout_s: float | None = None) -> tuple[str, int]:
@@ -113,6 +128,11 @@ class Placement:
         self.node_groups = []
 
 
+def thread_env(threads: int) -> dict[str, str]:
+    """The variables that size a process's OpenMP and MKL thread pools (torch's included, as it starts)."""
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
 def engine_worker_env(slots: tuple[Slot, ...], gpu_ids: dict) -> dict[str, str]:
     """The environment of an engine of TP > 1: its tensor-parallel workers are vLLM Ray actors, worker *r* in the
     bundle of slot *r* with the engine's share of that GPU (``ppo.rollout.vllm_engine.executor_backend``), so the
@@ -123,15 +143,16 @@ def engine_worker_env(slots: tuple[Slot, ...], gpu_ids: dict) -> dict[str, str]:
             "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
 
 
-def cpu_placement(plan: PlacementPlan, num_cpus: float = 0.5) -> Placement:
-    """Every actor on the driver's node with ``num_cpus`` CPU shares (no GPUs)."""
-    return Placement(plan, cpu_node=ray.get_runtime_context().get_node_id(), num_cpus=num_cpus)
+def cpu_placement(plan: PlacementPlan, num_cpus: float = 0.5, threads: int | None = None) -> Placement:
+    """Every actor on the driver's node with ``num_cpus`` CPU shares (no GPUs), ``threads`` threads each."""
+    return Placement(plan, cpu_node=ray.get_runtime_context().get_node_id(), num_cpus=num_cpus, threads=threads)
 
 
-def reserve(plan: PlacementPlan, *, timeout_s: float = 600) -> Placement:
-    """Reserve ``plan``'s GPUs in the connected Ray cluster (a CPU-only plan reserves nothing)."""
+def reserve(plan: PlacementPlan, *, threads: int | None = None, timeout_s: float = 600) -> Placement:
+    """Reserve ``plan``'s GPUs in the connected Ray cluster (a CPU-only plan reserves nothing); every actor placed
+    gets ``threads`` threads (see the module docstring)."""
     if plan.cpu_only:
-        return cpu_placement(plan)
+        return cpu_placement(plan, threads=threads)
     groups = [placement_group([{"GPU": 1}] * plan.gpus_per_node, strategy="STRICT_PACK", name=f"ppo-node{n}")
               for n in range(plan.nodes)]
     ready, _ = ray.wait([g.ready() for g in groups], num_returns=len(groups), timeout=timeout_s)
@@ -140,7 +161,7 @@ def reserve(plan: PlacementPlan, *, timeout_s: float = 600) -> Placement:
             ray.util.remove_placement_group(group)
         raise PlacementTimeout(f"Ray could not reserve {plan.nodes} node(s) × {plan.gpus_per_node} GPUs in "
                                f"{timeout_s:.0f} s (are the GPUs busy, or the nodes smaller?)")
-    placement = Placement(plan, node_groups=groups)
+    placement = Placement(plan, node_groups=groups, threads=threads)
     probes = {}
     for n in range(plan.nodes):
         for g in range(plan.gpus_per_node):

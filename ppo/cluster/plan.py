@@ -125,6 +125,19 @@ class PlacementPlan:
                               else RefitRoute(e, "broadcast", 0, w))
         return routes
 
+    def worker_processes(self) -> int:
+        """Worker processes on the fullest node: a Megatron rank or an engine rank per slot entry, and the engine's
+        own actor beside the workers of an engine of TP > 1 (on its first slot's node).  CPU-only: all of them."""
+        per_node: dict[int, int] = {}
+        for slots in self.ranks.values():
+            for slot in slots:
+                per_node[slot.node] = per_node.get(slot.node, 0) + 1
+        if self.engine_tensor > 1:
+            for engine in range(self.num_engines):
+                node = self.engine_slots(engine)[0].node
+                per_node[node] = per_node.get(node, 0) + 1
+        return max(per_node.values(), default=0)
+
     def gpus_used_line(self) -> str:
         if self.cpu_only:
             return "GPUs used: 0 of 0"
@@ -252,6 +265,17 @@ def _refuse_idle(plan: PlacementPlan, groups: list[GroupLayout], generation: Eng
             f"generation.num_engines={generation.engines} × generation.tensor_parallel_size={generation.tensor} "
             f"uses {generation.world_size} of the {len(gen_pool)} GPUs, the rest idle while it generates; set "
             f"generation.num_engines={len(gen_pool) // generation.tensor} (or allow_idle_gpus=True)")
+
+
+def threads_per_process(cpus_per_node: int, processes_per_node: int) -> int:
+    """Each process's share of a node's CPUs (at least one): its OpenMP, MKL and torch thread count.  More threads
+    than that only contend for the cores (and an OpenMP team spin-waits on the ones it shares)."""
+    return max(1, cpus_per_node // max(1, processes_per_node))
+
+
+def machine_cpus() -> int:
+    """CPUs this process may run on (its affinity, which SLURM and cgroups narrow), not the machine's count."""
+    return len(os.sched_getaffinity(0))
 
 
 def machine_gpus() -> int:

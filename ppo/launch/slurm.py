@@ -63,6 +63,9 @@ def sbatch_parameters(executor: SlurmExecutor, job_name: str) -> dict:
     if executor.additional_parameters:
         params["additional_parameters"] = dict(executor.additional_parameters)
     srun_args = []
+    if executor.cpus_per_task is not None:
+        # the job step's own count: not every SLURM (22.05 for one) passes the job's on to srun
+        srun_args.append(f"--cpus-per-task={executor.cpus_per_task}")
     if executor.container_image:
         srun_args.append(f"--container-image={executor.container_image}")
         if executor.container_mounts:

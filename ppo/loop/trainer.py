@@ -156,7 +156,7 @@ class PPOTrainer:
         check_cluster_shape(exp.shape, (nodes, gpus_per_node))
         plan = exp.placement_plan()
         print(f"[ppo] placement ({nodes} node(s) × {gpus_per_node} GPUs):\n{plan.grid()}", flush=True)
-        self.placement = placement = reserve(plan)
+        self.placement = placement = reserve(plan, threads=exp.worker_threads(plan))
         generation = exp.generation_for(self.model_path)
         logs = str(self.run_dir / LOGS)
 
@@ -245,7 +245,7 @@ class PPOTrainer:
         record = {
             "nodes": plan.nodes, "gpus_per_node": plan.gpus_per_node, "used": plan.gpus_used_line(),
             "plan": {role: [[s.node, s.gpu] for s in slots] for role, slots in plan.ranks.items()},
-            "routes": [vars(r) for r in plan.refit_routes()],
+            "routes": [vars(r) for r in plan.refit_routes()], "threads": self.placement.threads,
             "actors": {role: group.placement_info() for role, group in groups.items() if group is not None},
         }
         record["actors"]["generation"] = self.engines.placement_info()

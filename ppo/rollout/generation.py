@@ -16,6 +16,7 @@ import ray
 from ppo.cluster.deadline import Pending, get_within
 from ppo.rollout.settings import SamplingConfig, VLLMGeneration
 from ppo.workers.logs import redirect_output, worker_log
+from ppo.workers.traffic import send
 
 START_TIMEOUT_S = 1800.0
 """How long a tool's or test's engine (:func:`spawn_generation_worker`) may take to be scheduled and built; the
@@ -69,7 +70,8 @@ class GenerationWorker:
         """Where the engine's actor runs, and each of its tensor-parallel workers (``workers``, read from inside)."""
         return {"engine": self.index, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(),
-                "started_at": self.started_at, "workers": self.engine.placement()}
+                "started_at": self.started_at, "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+                "mkl_threads": os.environ.get("MKL_NUM_THREADS"), "workers": self.engine.placement()}
 
     def ready(self) -> bool:
         return True
@@ -104,7 +106,7 @@ class EnginePool:
     """The run's engines as one: sharded generation, and sleep / wake on all of them."""
 
     def __init__(self, actors: list, timeout_s: float | None = None, shipper=None):
-        """``shipper``: a :class:`ppo.workers.traffic.Shipper` that counts the prompts the driver sends."""
+        """``shipper``: a :class:`ppo.workers.traffic.Shipper` that counts what the driver sends the engines."""
         self.actors = actors
         self.timeout_s = timeout_s
         self.shipper = shipper
@@ -112,7 +114,7 @@ class EnginePool:
     def call_async(self, method: str, *args, engines: list[int] | None = None, **kwargs) -> Pending:
         """Start ``method`` on every engine (or on ``engines``), arguments by value."""
         chosen = range(len(self.actors)) if engines is None else engines
-        refs = [getattr(self.actors[e], method).remote(*args, **kwargs) for e in chosen]
+        refs = [send(self.actors[e], method, args, kwargs, self.shipper) for e in chosen]
         return Pending(refs, [f"engine {e}" for e in chosen], f"'{method}'", self.timeout_s)
 
     def call_all(self, method: str, *args, **kwargs) -> list:
@@ -127,8 +129,6 @@ class EnginePool:
         bounds = [(a, b) for a, b in shard_bounds(len(prompts), len(self.actors)) if b > a]
         parts = []
         for engine, (a, b) in enumerate(bounds):
-            if self.shipper is not None:
-                self.shipper.count_call((prompts[a:b], sampling, seed), {"first_index": a})
             parts.append(self.call_async("generate", prompts[a:b], sampling, seed, first_index=a, engines=[engine]))
         return [group for part in Pending.join(parts, "'generate'").wait() for group in part]
 

@@ -15,7 +15,7 @@ from ppo.cluster.placement import cpu_placement
 from ppo.cluster.plan import EngineLayout, GroupLayout, plan_placement
 from ppo.workers.logs import worker_log
 from ppo.workers.policy import PolicyWorker
-from ppo.workers.traffic import Shipper, is_batch
+from ppo.workers.traffic import Shipper, is_batch, send
 from ppo.workers.value import ValueWorker
 
 RENDEZVOUS_ATTEMPTS = 3
@@ -38,6 +38,7 @@ class WorkerGroup:
         self.role = role
         self.timeout_s = start_timeout_s
         parallel = getattr(args[0], "parallel", None) if args else None
+        threads = getattr(args[0], "num_threads", None) if args else None  # the role's own count, if it sets one
         model_parallel = parallel.tensor * parallel.context if parallel is not None else 1
         self.data_parallel = world_size // model_parallel
         self.data_ranks = [(rank // model_parallel) % self.data_parallel for rank in range(world_size)]
@@ -46,7 +47,7 @@ class WorkerGroup:
             master_addr, master_port = placement.rendezvous(role, timeout_s=start_timeout_s)
             self.master_addr = master_addr
             self.actors = [
-                remote_cls.options(**placement.options(role, rank)).remote(
+                remote_cls.options(**placement.options(role, rank, threads)).remote(
                     *args, rank=rank, world_size=world_size, master_addr=master_addr, master_port=master_port,
                     seed=seed, **({"log_file": worker_log(log_dir, role, rank)} if log_dir else {}), **kwargs)
                 for rank in range(world_size)
@@ -72,21 +73,20 @@ class WorkerGroup:
 
     def call_async(self, method: str, *args, **kwargs) -> Pending:
         """Start ``method`` on every rank.  With a :attr:`shipper`, a batch argument goes as a reference to the
-        rank's share (:mod:`ppo.workers.traffic`)."""
+        rank's share (:mod:`ppo.workers.traffic`), and what each rank is sent counts in its bytes."""
         refs = []
         for rank, actor in enumerate(self.actors):
             rank_args = args
             if self.shipper is not None:
                 rank_args = tuple(self.shipper.ship(a, self.data_parallel, self.data_ranks[rank]) if is_batch(a) else a
                                   for a in args)
-                self.shipper.count_call(rank_args, kwargs)
-            refs.append(getattr(actor, method).remote(*rank_args, **kwargs))
+            refs.append(send(actor, method, rank_args, kwargs, self.shipper))
         names = [f"{self.role} rank {rank}" for rank in range(len(self.actors))]
         return Pending(refs, names, f"'{method}'", self.timeout_s)
 
     def call_rank_async(self, rank: int, method: str, *args, **kwargs) -> Pending:
-        """Start ``method`` on one rank only (a refit's sender), arguments by value."""
-        ref = getattr(self.actors[rank], method).remote(*args, **kwargs)
+        """Start ``method`` on one rank only (a refit's sender), arguments by value (counted by the shipper)."""
+        ref = send(self.actors[rank], method, args, kwargs, self.shipper)
         return Pending([ref], [f"{self.role} rank {rank}"], f"'{method}'", self.timeout_s)
 
     def call(self, method: str, *args, **kwargs):

@@ -44,8 +44,8 @@ class MegatronWorker:
         # its rank in the group.
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0", MASTER_ADDR=master_addr,
                           MASTER_PORT=str(master_port))
-        if spec.num_threads:
-            torch.set_num_threads(spec.num_threads)
+        # the role's own count, else the share of the node's CPUs its placement gave (ppo.cluster.placement)
+        torch.set_num_threads(spec.num_threads or int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
         from ppo.models.distributed import initialize
 
         initialize(spec.parallel, seed=seed)
@@ -195,7 +195,8 @@ class MegatronWorker:
         return {"rank": self.rank, "node_ip": ray.util.get_node_ip_address(), "gpu_ids": ray.get_gpu_ids(),
                 "master_addr": os.environ["MASTER_ADDR"], "master_port": int(os.environ["MASTER_PORT"]),
                 "local_rank": int(os.environ["LOCAL_RANK"]), "device": str(self.device), "pid": os.getpid(),
-                "first_offload_at": self.first_offload_at}
+                "first_offload_at": self.first_offload_at, "threads": torch.get_num_threads(),
+                "omp_threads": os.environ.get("OMP_NUM_THREADS"), "mkl_threads": os.environ.get("MKL_NUM_THREADS")}
 
     @property
     def device(self) -> torch.device:

@@ -9,12 +9,15 @@ every group's ``D``), one manifest shared by its tensor-parallel peers; the rank
 exchanging their pieces among themselves (:func:`receive`: an all-gather over the data-parallel group, worker to
 worker), so every number they compute is the one the whole batch gives (the minibatch shuffles see every row).
 
-``bytes`` counts what the driver put on the wire: every piece once, every manifest once, and each call's pickled
-arguments; the trainer logs it per step as ``train/driver_bytes``.
+``bytes`` counts what the driver put on the wire: every piece once, every manifest once, and the pickled arguments of
+every call it makes to a worker.  Those are counted where every call leaves (:func:`send`, which the worker groups'
+and the engine pool's calls go through), not where a batch is shipped, so a batch sent by value, whichever way it
+went, shows; the trainer logs the count per step as ``train/driver_bytes``.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
 from typing import Any
 
@@ -65,12 +68,40 @@ class Shipper:
                 whole = self._pieces(value) if is_row_field(value, rows) else None
                 manifest[name] = value if whole is None else [whole[p] for p in mine]
             self._manifests[key] = ray.put(manifest)
-            self.bytes += len(pickle.dumps(manifest))
+            self.bytes += pickled_size(manifest)
         return self._manifests[key]
 
     def count_call(self, args: tuple, kwargs: dict) -> None:
-        """Add one call's own arguments (references and small values), as pickled for one actor."""
-        self.bytes += len(pickle.dumps((args, kwargs)))
+        """Add one call's arguments, as pickled for one actor (a batch sent by value counts whole)."""
+        self.bytes += pickled_size((args, kwargs))
+
+
+def send(actor, method: str, args: tuple, kwargs: dict, meter: Shipper | None = None) -> ray.ObjectRef:
+    """Start ``method`` on ``actor`` with these arguments, counting them in ``meter`` (None: not counted).  Every
+    call from the driver to a worker leaves through here (:class:`ppo.workers.group.WorkerGroup`,
+    :class:`ppo.rollout.generation.EnginePool`)."""
+    if meter is not None:
+        meter.count_call(args, kwargs)
+    return getattr(actor, method).remote(*args, **kwargs)
+
+
+class _RefsAsIds(pickle.Pickler):
+    """Pickles object references and actor handles as their IDs, about what they take on the wire, without
+    going through Ray's own reducers (which register the reference as passed on)."""
+
+    def persistent_id(self, obj: Any) -> bytes | None:
+        if isinstance(obj, ray.ObjectRef):
+            return obj.binary()
+        if isinstance(obj, ray.actor.ActorHandle):
+            return obj._actor_id.binary()
+        return None
+
+
+def pickled_size(value: Any) -> int:
+    """Bytes of ``value`` pickled, object references counted as their IDs."""
+    out = io.BytesIO()
+    _RefsAsIds(out, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return out.tell()
 
 
 def is_row_field(value: Any, rows: int) -> bool:
@@ -81,7 +112,7 @@ def is_row_field(value: Any, rows: int) -> bool:
 def nbytes(value: Any) -> int:
     if torch.is_tensor(value):
         return value.numel() * value.element_size()
-    return len(pickle.dumps(value))
+    return pickled_size(value)
 
 
 def is_batch(value: Any) -> bool:

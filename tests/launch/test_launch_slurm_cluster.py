@@ -41,11 +41,17 @@ def wait_status(cluster, run_dir: Path, timeout: float = 150):
 
 
 def test_two_node_job_brings_up_a_ray_cluster_and_runs_the_driver(cluster, toy, tmp_path):
+    """On whole nodes (``--exclusive``) whose job step still holds the CPUs it asked for: 2 a task, 4 in all (a step
+    of SLURM 22.05, this cluster's, that is not told ``--cpus-per-task`` itself gets 1 a task)."""
     run_dir = tmp_path / "ray2"
-    job_id = submit(cluster, toy, run_dir, "mode=ray", "expect_nodes=2")
+    job_id = submit(cluster, toy, run_dir, "mode=ray", "expect_nodes=2", "executor.cpus_per_task=2",
+                    "executor.additional_parameters={'exclusive': True}")
     rc, out, err = wait_status(cluster, run_dir)
     logs = run_launch("logs", str(run_dir), env=cluster.env)[1]
     assert (rc, out) == (0, f"{run_dir}: SLURM job {job_id} COMPLETED\n"), logs
+    accounted = slurm(cluster, "sacct", "-j", job_id, "--format=JobID,AllocCPUS", "--parsable2", "--noheader")
+    cpus = dict(line.split("|") for line in accounted.split())
+    assert cpus[f"{job_id}.0"] == "4", accounted
     records = read_records(run_dir / "metrics.jsonl")
     assert [r["ray/alive_nodes"] for r in records] == [2.0, 2.0, 2.0]
     submitted = (run_dir / "slurm" / f"{job_id}_submission.sh").read_text()

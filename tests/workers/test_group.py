@@ -63,3 +63,40 @@ def test_a_taken_port_means_a_second_rendezvous(ray_local, monkeypatch):
             WorkerGroup(StoreWorker, world_size=2, placement=placement, fail=True)
     finally:
         taken.close()
+
+
+class ThreadReport:
+    """A Megatron worker's start (``MegatronWorker.__init__``) and what it then runs with."""
+
+    def __init__(self, spec, **kwargs):
+        from ppo.workers.megatron_worker import MegatronWorker
+
+        MegatronWorker.__init__(self, spec, **kwargs)
+
+    def threads(self) -> tuple:
+        import os
+
+        import torch
+
+        return torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"), os.environ.get("MKL_NUM_THREADS")
+
+    def ready(self) -> bool:
+        return True
+
+
+def test_a_worker_runs_the_threads_its_placement_gives_unless_its_role_sets_them(ray_local):
+    """3 threads from the placement (not Ray's OMP_NUM_THREADS=1, nor this machine's every core): OpenMP, MKL and
+    torch alike; a role's own ``num_threads`` in their place."""
+    from ppo.cluster.placement import cpu_placement
+    from ppo.workers.group import WorkerGroup, local_placement
+    from ppo.workers.specs import MegatronPolicy
+
+    placement = cpu_placement(local_placement("policy", 1).plan, threads=3)
+    group = WorkerGroup(ThreadReport, MegatronPolicy(), world_size=1, placement=placement)
+    try:
+        assert group.call("threads") == (3, "3", "3")
+    finally:
+        group.kill()
+    own = placement.options("policy", 0, threads=2)["runtime_env"]["env_vars"]
+    assert own == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    assert "runtime_env" not in placement.options("generation", 0), "a CPU engine's threads are vLLM's own"

@@ -213,6 +213,20 @@ def test_the_drivers_traffic_does_not_grow_with_the_ranks(multinode_run):
 
 
 @pytest.mark.cluster
+def test_every_worker_runs_the_threads_its_plan_gives(multinode_run):
+    """Each Megatron rank's OpenMP, MKL and torch threads are its role's ``num_threads``; each engine's OpenMP and
+    MKL threads the plan's share of its node's CPUs (``executor.cpus_per_task`` over the node's processes), none of
+    them what the process would inherit (Ray sets ``OMP_NUM_THREADS`` alone, to 1)."""
+    record = placement(multinode_run[1])
+    assert record["threads"] == 1, "2 CPUs a node for 8 or more processes"
+    for role in ("policy", "critic"):
+        for info in record["actors"][role]:
+            assert (info["threads"], info["omp_threads"], info["mkl_threads"]) == (1, "1", "1"), (role, info)
+    for info in record["actors"]["generation"]:
+        assert (info["omp_threads"], info["mkl_threads"]) == ("1", "1"), info
+
+
+@pytest.mark.cluster
 def test_engines_start_after_the_groups_give_up_their_gpus(multinode_run):
     """vLLM sizes its memory from what is free when it starts: where engines share GPUs with the Megatron ranks,
     every rank has offloaded (after the warm start) before any engine begins to build."""

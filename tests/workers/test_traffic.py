@@ -1,5 +1,6 @@
 """The driver's traffic (``ppo/workers/traffic.py``): each field put once a step in pieces, each data-parallel rank
-sent only its pieces, and the whole batch rebuilt exactly where it is received."""
+sent only its pieces, the whole batch rebuilt exactly where it is received, and whatever else a call sends by value
+counted wherever it leaves."""
 
 from __future__ import annotations
 
@@ -69,3 +70,47 @@ def test_every_field_goes_once_whatever_the_calls_and_ranks(ray_local):
 def test_a_group_whose_ranks_cannot_share_the_pieces_is_refused(ray_local):
     with pytest.raises(ValueError, match="3 data-parallel ranks cannot share 4 pieces"):
         Shipper(pieces=4).ship(batch(), data=3, rank=0)
+
+
+class Taker:
+    """A worker that takes whatever it is sent (the group's rendezvous arguments too)."""
+
+    def __init__(self, **_):
+        pass
+
+    def take(self, *args, **kwargs) -> bool:
+        return True
+
+    def ready(self) -> bool:
+        return True
+
+
+@pytest.mark.slow
+def test_a_batch_sent_by_value_counts_whichever_call_sends_it(ray_local):
+    """Every call's arguments count where the call leaves, so a batch that skips the shipper shows in the bytes:
+    passed to one rank, as a keyword (by value to every rank), or to an engine."""
+    from ppo.rollout.generation import EnginePool
+    from ppo.workers.group import WorkerGroup
+
+    b = batch(rows=256, width=32)
+    whole = sum(nbytes(v) for v in b.values() if torch.is_tensor(v))
+    group = WorkerGroup(Taker, world_size=2)
+    try:
+        group.shipper = shipper = Shipper(pieces=2)
+        engines = EnginePool(group.actors, shipper=shipper)
+        group.call_async("take", b).wait()
+        shipped = shipper.bytes
+        assert whole <= shipped < 1.2 * whole, "each field once, in pieces, and two small manifests"
+        sends = {"one rank": lambda: group.call_rank_async(1, "take", b),
+                 "every rank, as a keyword": lambda: group.call_async("take", batch=b),
+                 "an engine": lambda: engines.call_async("take", b, engines=[0])}
+        copies = {"one rank": 1, "every rank, as a keyword": 2, "an engine": 1}
+        for how, call in sends.items():
+            before = shipper.bytes
+            call().wait()
+            assert shipper.bytes - before >= copies[how] * whole, how
+        before = shipper.bytes
+        group.call_async("take", b).wait()
+        assert shipper.bytes - before < 1000, "the shipped batch again: a reference to each rank's manifest"
+    finally:
+        group.kill()
