@@ -15,6 +15,7 @@ repository's other weight formats.  A snapshot counts as there when its ``config
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,15 +57,28 @@ def missing_files(folder: Path) -> list[str]:
     return missing + ([] if (folder / "model.safetensors").is_file() else ["model.safetensors"])
 
 
+def snapshot_folder(model: HubModel) -> Path | None:
+    """The cache's snapshot folder of ``model``'s revision, or None, read from huggingface_hub's cache layout
+    (its ``try_to_load_from_cache`` reads the same): ``<cache>/models--org--name/refs/<branch or tag>`` holds a
+    commit hash, ``snapshots/<commit>/`` that commit's files; a revision that no ref names is a commit itself.
+
+    No huggingface_hub import: this runs in every dry run, and that package (with its HTTP client) costs ~0.2 s
+    to import on a laptop CPU, for a lookup of a few ``stat`` calls."""
+    repo = hub_cache() / ("models--" + model.repo_id.replace("/", "--"))
+    revision = model.revision or "main"
+    ref = repo / "refs" / revision
+    if ref.is_file():
+        revision = ref.read_text().strip()
+    snapshots = repo / "snapshots"
+    if not snapshots.is_dir() or revision not in os.listdir(snapshots):  # a listing: never ``..`` or a sub-path
+        return None
+    return snapshots / revision
+
+
 def cached_model(model: HubModel) -> Path | None:
     """The complete snapshot folder of ``model`` in the cache, or None; never uses the network."""
-    from huggingface_hub import try_to_load_from_cache
-
-    found = try_to_load_from_cache(model.repo_id, "config.json", cache_dir=hub_cache(), revision=model.revision)
-    if not isinstance(found, str):
-        return None
-    folder = Path(found).parent
-    return None if missing_files(folder) else folder
+    folder = snapshot_folder(model)
+    return None if folder is None or missing_files(folder) else folder
 
 
 def offline_refusal(model: HubModel) -> HubError:

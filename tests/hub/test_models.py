@@ -2,11 +2,12 @@
 and read by ``HFCheckpoint`` from the snapshot folder."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from ppo.hub import HubError
-from ppo.models.hub import HubModel, cached_model, fetch_model
+from ppo.models.hub import HubModel, cached_model, fetch_model, snapshot_folder
 from ppo.models.sources import HFCheckpoint
 from tests.hub.cache import cache_repo, model_files
 from tests.hub.conftest import tiny_qwen_config
@@ -18,6 +19,25 @@ def test_a_cached_model_resolves_to_its_snapshot(cached_model_folder):
     assert cached_model(HubModel("test-org/tiny-qwen", cached_model_folder.name)) == cached_model_folder  # a commit
     assert cached_model(HubModel("test-org/tiny-qwen", "v2")) is None
     assert fetch_model(HubModel("test-org/tiny-qwen")) == cached_model_folder  # offline: from the cache
+
+
+def test_the_cache_lookup_reads_the_layout_as_huggingface_hub_does(caches, cached_model_folder):
+    """Our own reading of the cache (the dry run imports no huggingface_hub) against huggingface_hub's
+    ``try_to_load_from_cache`` on branches, tags, commits, unknown revisions, a ref to a missing snapshot, a
+    revision that would climb out of ``snapshots/``, and an uncached repository."""
+    from huggingface_hub import try_to_load_from_cache
+
+    v1 = cache_repo(caches.hub, "test-org/tiny-qwen", model_files(tiny_qwen_config() | {"vocab_size": 64}),
+                    revision="v1")
+    (caches.hub / "models--test-org--tiny-qwen" / "refs" / "gone").write_text("0" * 40)
+    revisions = [None, "main", "v1", "gone", "nope", "..", "refs", cached_model_folder.name, v1.name]
+    for repo_id in ("test-org/tiny-qwen", "test-org/absent"):
+        for revision in revisions:
+            theirs = try_to_load_from_cache(repo_id, "config.json", cache_dir=caches.hub, revision=revision)
+            ours = snapshot_folder(HubModel(repo_id, revision))
+            assert (ours / "config.json" if ours else None) == (Path(theirs) if isinstance(theirs, str) else None), \
+                (repo_id, revision)
+    assert snapshot_folder(HubModel("test-org/tiny-qwen", "v1")) == v1 != cached_model_folder
 
 
 def test_a_snapshot_without_all_its_weights_is_not_there(caches):
