@@ -242,6 +242,12 @@ class Experiment:
         """One GPU's memory, the memory plan's limit (``executor.gpu_memory_gib``; 80 without an executor)."""
         return getattr(self.executor, "gpu_memory_gib", 80.0)
 
+    @property
+    def host_memory_gib(self) -> float | None:
+        """One node's memory, the host memory plan's limit (``executor.host_memory_gib``; None without an
+        executor: not checked)."""
+        return getattr(self.executor, "node_memory_gib", None)
+
     def memory_plan(self):
         """Bytes per GPU and phase (:func:`ppo.workers.memory.plan_memory`) for the job's placement plan, or None
         where there is nothing to plan: no GPUs (every rank a CPU process), or a model whose shape is not known here
@@ -271,7 +277,8 @@ class Experiment:
                               max_model_len=gen.max_model_len, max_num_seqs=gen.max_num_seqs,
                               refit_bucket_bytes=gen.refit_bucket_bytes)
         try:
-            return plan_memory(placement, arch, groups, engine, gpu_memory_gib=self.gpu_memory_gib, source=source)
+            return plan_memory(placement, arch, groups, engine, gpu_memory_gib=self.gpu_memory_gib, source=source,
+                               host_memory_gib=self.host_memory_gib)
         except MemoryPlanError as err:
             raise ExperimentError(f"memory: {err}") from None
 

@@ -8,11 +8,16 @@ ranks out on (the dry run and validation use it; the trainer checks that its Ray
 SLURM job declares them.  A local run takes this machine's GPUs by default (``gpus_per_node=None``:
 :func:`machine_gpus`, 0 on a CPU machine); a local driver that joins a bigger Ray cluster (``RAY_ADDRESS``) says
 its shape (``executor.nodes=2 executor.gpus_per_node=2``).
+
+``gpu_memory_gib`` and ``host_memory_gib`` are one GPU's and one node's memory, the memory plan's limits
+(:mod:`ppo.workers.memory`): a SLURM node is taken to have 1024 GiB (8-GPU nodes have 1-2 TiB: a DGX H100 2 TiB,
+a DGX A100 1 or 2; SLURM leaves the OS its share), a local run this machine's memory (where it has GPUs).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -26,10 +31,20 @@ class _OnThisMachine:
     nodes: int
     gpus_per_node: int | None
     gpu_memory_gib: float
+    host_memory_gib: float | None
 
     @property
     def shape(self) -> tuple[int, int]:
         return self.nodes, machine_gpus() if self.gpus_per_node is None else self.gpus_per_node
+
+    @property
+    def node_memory_gib(self) -> float | None:
+        """One node's memory, the host memory plan's limit: ``host_memory_gib``, or by default this machine's where
+        it has GPUs.  On a machine without (logical GPUs: every rank a CPU process, none of the CUDA libraries the
+        plan's per-process figure assumes) the default checks nothing."""
+        if self.host_memory_gib is not None:
+            return self.host_memory_gib
+        return machine_memory_gib() if machine_gpus() else None
 
     def _check_shape(self) -> None:
         if not isinstance(self.nodes, int) or self.nodes < 1:
@@ -41,11 +56,23 @@ class _OnThisMachine:
             raise ConfigError(f"executor.nodes={self.nodes}: a local driver on a Ray cluster of several nodes must say "
                               f"executor.gpus_per_node")
         _check_gpu_memory(self.gpu_memory_gib)
+        if self.host_memory_gib is not None:
+            _check_host_memory(self.host_memory_gib)
 
 
 def _check_gpu_memory(gib) -> None:
     if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not gib > 0:
         raise ConfigError(f"executor.gpu_memory_gib must be a number of GiB > 0 (one GPU's memory), got {gib!r}")
+
+
+def _check_host_memory(gib) -> None:
+    if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not gib > 0:
+        raise ConfigError(f"executor.host_memory_gib must be a number of GiB > 0 (one node's memory), got {gib!r}")
+
+
+def machine_memory_gib() -> float:
+    """This machine's physical memory in GiB."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
 
 
 @dataclass
@@ -60,6 +87,7 @@ class LocalExecutor(_OnThisMachine):
     nodes: int = 1
     gpus_per_node: int | None = None
     gpu_memory_gib: float = 80.0  # one GPU's memory: the memory plan's limit (see ppo.workers.memory)
+    host_memory_gib: float | None = None  # this node's memory, the host plan's limit; None: this machine's
     kind: ClassVar[str] = "local"
 
     def validate(self) -> None:
@@ -76,6 +104,7 @@ class DebugExecutor(_OnThisMachine):
     nodes: int = 1
     gpus_per_node: int | None = None
     gpu_memory_gib: float = 80.0
+    host_memory_gib: float | None = None
     kind: ClassVar[str] = "debug"
 
     def validate(self) -> None:
@@ -110,6 +139,7 @@ class SlurmExecutor:
     nodes: int = 1
     gpus_per_node: int = 8
     gpu_memory_gib: float = 80.0  # one GPU's memory: the memory plan's limit (see ppo.workers.memory)
+    host_memory_gib: float = 1024.0  # one node's memory, the host plan's limit (see the module docstring)
     partition: str | None = None
     account: str | None = None
     time_minutes: int = 240
@@ -135,6 +165,10 @@ class SlurmExecutor:
     def shape(self) -> tuple[int, int]:
         return self.nodes, self.gpus_per_node
 
+    @property
+    def node_memory_gib(self) -> float:
+        return self.host_memory_gib
+
     def validate(self) -> None:
         def check(ok: bool, message: str) -> None:
             if not ok:
@@ -144,6 +178,7 @@ class SlurmExecutor:
         check(isinstance(self.gpus_per_node, int) and self.gpus_per_node >= 0,
               f"executor.gpus_per_node must be >= 0, got {self.gpus_per_node!r}")
         _check_gpu_memory(self.gpu_memory_gib)
+        _check_host_memory(self.host_memory_gib)
         check(isinstance(self.time_minutes, int) and self.time_minutes >= 1,
               f"executor.time_minutes must be >= 1, got {self.time_minutes!r}")
         check(self.cpus_per_task is None or self.cpus_per_task >= 1,

@@ -13,7 +13,16 @@ What a GPU holds (a slot of the placement plan holds some policy, critic and eng
   reference model of a policy with a KL term, and activations (Korthikanti et al. 2022, per layer, with recompute);
 - a vLLM engine rank: its weight shard and a KV cache, which vLLM sizes to ``gpu_memory_utilization × GPU`` minus the
   weights and its profiling peak (or ``kv_cache_bytes`` when given);
-- every process a CUDA context (:data:`CUDA_CONTEXT_BYTES`, an assumption until a GPU measures it).
+- every process a CUDA context (:data:`CUDA_CONTEXT_BYTES`, an assumption until a GPU measures it), the engine
+  actor of an engine of TP > 1 included (it sees the engine's GPUs and holds a context on the first);
+- every NCCL communicator a rank uses (:data:`NCCL_COMMUNICATOR_BYTES`): Megatron's tensor- and data-parallel
+  groups, a vLLM engine's tensor-parallel group, the refit's broadcast group; they stay whatever is offloaded;
+- on a GPU that receives the refit by broadcast, one bucket's receiving buffer, kept by the receiving process's
+  PyTorch cache after the first refit.
+
+The host half (:mod:`ppo.workers.host_memory`): each node's CPU memory per phase, start-up included; the dry run
+prints the worst as ``host memory: X GiB of Y GiB (phase, node)`` and validation refuses more than
+``executor.host_memory_gib``.
 
 Phases (the step order of the trainer, ``ppo/loop/trainer.py``):
 
@@ -34,15 +43,24 @@ import math
 from dataclasses import dataclass, field
 
 from ppo.models.architecture import Architecture
+from ppo.workers.host_memory import (
+    HOST_PHASES,
+    add_parts,
+    engine_rank_host,
+    megatron_rank_host,
+    process_parts,
+)
 
 GIB = 1 << 30
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 CUDA_CONTEXT_BYTES = GIB // 2
-"""What a process that uses a GPU keeps there whatever it does (CUDA context, cuBLAS workspace, NCCL's buffers).
+"""What a process that uses a GPU keeps there whatever it does (CUDA context, cuBLAS workspace).
 An assumption: vLLM logs on H100s show 0.12-0.65 GiB of non-torch memory per process."""
-HOST_PROCESS_BYTES = 4 * GIB
-"""Host memory of a worker process besides the model state it offloads (Python, torch, CUDA and NCCL libraries,
-vLLM's scheduler).  An assumption; verl reports ~11 GB a rollout process for a 7B model, weights included."""
+NCCL_COMMUNICATOR_BYTES = GIB // 2
+"""GPU memory of one NCCL communicator once used (its channels' buffers: NCCL_BUFFSIZE, 4 MiB, per channel,
+protocol and peer, up to 32 channels over NVLink; more with NVLS).  An assumption until several GPUs measure it;
+communicators are created at their first collective and kept."""
+CHECKPOINT_DTYPE = "bfloat16"  # the dtype the supported models' HF checkpoints are published in
 VLLM_DEFAULT_BATCHED_TOKENS = 16384  # vLLM's max_num_batched_tokens for the offline LLM class on H100s
 VLLM_DEFAULT_MAX_SEQS = 1024
 
@@ -115,8 +133,28 @@ class MemoryPlan:
     gpus: list[GPUMemory]
     source: str  # where the model's shape came from: "config.json" or "the recipe"
     kv_tokens: int | None = None  # tokens an engine's KV cache holds (each rank holds its heads of every token)
-    host_bytes: int = 0  # host memory of the fullest node (offloaded state, sleeping engines, refit copies)
+    host_nodes: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # node -> phase -> part -> bytes
+    host_limit: int | None = None  # executor.host_memory_gib in bytes; None: not checked
     processes_per_node: int = 0  # worker processes (Megatron ranks and engine ranks) on the fullest node
+
+    def host_peak(self) -> tuple[int, str, str]:
+        """``(bytes, phase, node)`` of the fullest node in its fullest phase (the first among equals)."""
+        best = (0, "", "")
+        for node, phases in self.host_nodes.items():
+            for phase, parts in phases.items():
+                if sum(parts.values()) > best[0]:
+                    best = (sum(parts.values()), phase, node)
+        return best
+
+    @property
+    def host_bytes(self) -> int:
+        """Host memory of the fullest node in its fullest phase: what a job on shared nodes asks SLURM for."""
+        return self.host_peak()[0]
+
+    def host_line(self) -> str:
+        used, phase, node = self.host_peak()
+        limit = "?" if self.host_limit is None else f"{self.host_limit / GIB:g}"
+        return f"host memory: {used / GIB:.1f} GiB of {limit} GiB ({phase}, {node})"
 
     def peak(self) -> tuple[int, str, str]:
         """``(bytes, phase, gpu)`` of the fullest GPU in its fullest phase (the first GPU among equals)."""
@@ -141,18 +179,29 @@ class MemoryPlan:
         header = ["GiB"] + list(PHASES)
         rows = [header] + [[part] + [_gib(gpu.phases[phase].get(part)) for phase in PHASES] for part in parts]
         rows.append(["total"] + [_gib(gpu.total(phase)) for phase in PHASES])
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-                 for row in rows]
+        lines = _aligned(rows)
         intro = (f"{slot} (and {alike - 1} GPU(s) holding the same ranks), model shape from {self.source}"
                  if alike > 1 else f"{slot}, model shape from {self.source}")
         kv = [] if self.kv_tokens is None else [f"KV cache: {self.kv_tokens} tokens per engine"]
-        kv.append(f"host memory: {self.host_bytes / GIB:.0f} GiB on the fullest node ({self.processes_per_node} "
-                  f"worker processes)")
-        return "\n".join([intro, *lines, *kv, self.peak_line()])
+        return "\n".join([intro, *lines, *kv, self.peak_line(), "", *self.host_table()])
+
+    def host_table(self) -> list[str]:
+        """The fullest node's host memory per phase, part by part (GiB), then the ``host memory:`` line."""
+        used, _, node = self.host_peak()
+        if not used:
+            return []
+        phases = self.host_nodes[node]
+        parts = list(dict.fromkeys(p for phase in HOST_PHASES for p in phases.get(phase, {})))
+        rows = [["host GiB"] + list(HOST_PHASES)]
+        rows += [[part] + [_gib(phases.get(phase, {}).get(part)) for phase in HOST_PHASES] for part in parts]
+        rows.append(["total"] + [_gib(sum(phases.get(phase, {}).values())) for phase in HOST_PHASES])
+        intro = f"{node} ({self.processes_per_node} worker processes; host memory per node and phase)"
+        return [intro, *_aligned(rows), self.host_line()]
 
     def check(self) -> None:
-        """Raise :class:`MemoryPlanError` naming the phase, the GPU, its largest part and the setting to change."""
+        """Raise :class:`MemoryPlanError` naming the phase, the GPU (or node), its largest part and the setting to
+        change."""
+        self._check_host()
         used, phase, slot = self.peak()
         if used <= self.gpu_bytes:
             return
@@ -161,6 +210,23 @@ class MemoryPlan:
         raise MemoryPlanError(
             f"the {phase} phase needs {used / GIB:.1f} GiB on {slot}, more than executor.gpu_memory_gib="
             f"{self.gpu_bytes / GIB:g} (largest part: {part}, {size / GIB:.1f} GiB); {_remedy(part)}")
+
+
+    def _check_host(self) -> None:
+        used, phase, node = self.host_peak()
+        if self.host_limit is None or used <= self.host_limit:
+            return
+        part, size = max(self.host_nodes[node][phase].items(), key=lambda item: item[1])
+        raise MemoryPlanError(
+            f"the {phase} phase needs {used / GIB:.1f} GiB of host memory on {node}, more than "
+            f"executor.host_memory_gib={self.host_limit / GIB:g} (largest part: {part}, {size / GIB:.1f} GiB); "
+            f"raise executor.host_memory_gib if the nodes have more, or spread the job over more nodes")
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+            for row in rows]
 
 
 def _gib(value: int | None) -> str:
@@ -175,7 +241,7 @@ def _remedy(part: str) -> str:
         return "lower generation.gpu_memory_utilization (or set generation.kv_cache_bytes)"
     if role == "refit":
         return "lower generation.refit_bucket_bytes, or raise policy.parallel.tensor"
-    if role == "CUDA":
+    if role in ("CUDA", "NCCL"):
         return "put fewer ranks on each GPU"
     if what.startswith("activations"):
         return f"lower {role}.micro_batch_tokens or set {role}.recompute (granularity='full')"
@@ -212,6 +278,14 @@ def model_state_bytes(params: int, dtype: str, *, data: int, distributed: bool) 
     optimizer = params * per_param
     return {"weights": params * DTYPE_BYTES[dtype], "gradients": params * 4,
             "optimizer": math.ceil(optimizer / data) if distributed else optimizer}
+
+
+def adam_step_bytes(params: int, *, fused: bool) -> int:
+    """Transient bytes of an Adam step over ``params`` parameters (after backward: the activations are freed by
+    then): none for a fused Adam (Transformer Engine's or Apex's, which the GPU recipes run), an fp32 temporary per
+    parameter for PyTorch's multi-tensor AdamW (its ``sqrt(v)`` denominator), which Megatron falls back on without
+    either (``megatron.core.optimizer.USING_PYTORCH_OPTIMIZER``)."""
+    return 0 if fused else 4 * params
 
 
 def layer_activation_bytes(arch: Architecture, tokens: int, group: GroupMemory) -> int:
@@ -288,10 +362,12 @@ def _group_parts(arch: Architecture, group: GroupMemory) -> dict[str, int]:
 
 
 def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine: EngineMemory, *,
-                gpu_memory_gib: float, source: str) -> MemoryPlan:
-    """Bytes per GPU and phase for ``placement`` (a GPU :class:`ppo.cluster.plan.PlacementPlan`); see the module
-    docstring for what each phase holds.  Raises :class:`MemoryPlanError` for an engine whose KV cache cannot hold
-    one ``max_model_len`` sequence (vLLM would stop at start)."""
+                gpu_memory_gib: float, source: str, host_memory_gib: float | None = None,
+                checkpoint_dtype: str = CHECKPOINT_DTYPE) -> MemoryPlan:
+    """Bytes per GPU and phase for ``placement`` (a GPU :class:`ppo.cluster.plan.PlacementPlan`), and per node of
+    host memory (checked against ``host_memory_gib`` when given); see the module docstring for what each phase holds.
+    Raises :class:`MemoryPlanError` for an engine whose KV cache cannot hold one ``max_model_len`` sequence (vLLM
+    would stop at start)."""
     gpu_bytes = int(gpu_memory_gib * GIB)
     by_name = {g.name: g for g in groups}
     engine_parts = engine_bytes(arch, engine, gpu_bytes)
@@ -303,27 +379,36 @@ def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine
             f"{engine.max_model_len} (weights {engine_parts['weights'] / GIB:.1f} GiB of a "
             f"{engine.gpu_memory_utilization:g} × {gpu_memory_gib:g} GiB budget); raise "
             f"generation.gpu_memory_utilization or generation.tensor_parallel_size")
-    senders = {r.sender for r in placement.refit_routes() if r.transport == "ipc"} | {0}
-    broadcast_slots = {placement.engine_slots(r.engine)[0] for r in placement.refit_routes()
-                       if r.transport == "broadcast"}
+    routes = placement.refit_routes()
+    senders = {r.sender for r in routes if r.transport == "ipc"} | {0}
+    receivers = {placement.engine_slots(r.engine)[getattr(r, "worker", 0)] for r in routes
+                 if r.transport == "broadcast"}
+    broadcast_members = receivers | ({placement.ranks["policy"][0]} if receivers else set())
+    actor_slots = [placement.engine_slots(e)[0] for e in range(placement.num_engines)] if engine.tensor > 1 else []
     rank_counts: dict = {}
     for role, slots in placement.ranks.items():
         for rank, slot in enumerate(slots):
             rank_counts.setdefault(slot, {}).setdefault(role, []).append(rank)
 
     gpus = []
-    host: dict[int, int] = {}
+    host: dict[int, dict[str, dict[str, int]]] = {}
     processes: dict[int, int] = {}
     for slot in sorted(rank_counts, key=lambda s: (s.node, s.gpu)):
         roles = rank_counts[slot]
-        contexts = CUDA_CONTEXT_BYTES * sum(len(ranks) for ranks in roles.values())
+        actors = actor_slots.count(slot)
+        ranks = sum(len(ranks) for ranks in roles.values())
         resident: dict[str, int] = {}
         for name in ("policy", "critic"):
             for _ in roles.get(name, ()):
                 for part, size in _group_parts(arch, by_name[name]).items():
                     resident[part] = resident.get(part, 0) + size
         engines = len(roles.get("generation", ()))
-        base = {"CUDA contexts": contexts}
+        bucket = refit_bucket_bytes(arch, by_name["policy"], engine) if "policy" in by_name else 0
+        base = {k: v for k, v in {
+            "CUDA contexts": CUDA_CONTEXT_BYTES * (ranks + actors),
+            "NCCL communicators": NCCL_COMMUNICATOR_BYTES * _communicators(roles, by_name, engine,
+                                                                          slot in broadcast_members),
+            "refit receiving buffer": bucket if slot in receivers else 0}.items() if v}
 
         def add(parts: dict[str, int], extra: dict[str, int]) -> dict[str, int]:
             out = dict(parts)
@@ -342,22 +427,70 @@ def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine
             arch, g, training=True)}) for g in groups_here]) or dict(base)
         generation = add(base, {f"engine {k}": v * engines for k, v in engine_parts.items()})
         walk = _refit_walk(base, resident, engine_parts, engines,
-                           buffers=_refit_buffers(arch, by_name, engine, roles, senders, slot in broadcast_slots))
+                           buffers=_refit_buffers(arch, by_name, engine, roles, senders))
         refit = worst(walk[:-1])  # its last step hands the GPU to generation, that phase's column
-        count = sum(len(ranks) for ranks in roles.values())
-        processes[slot.node] = processes.get(slot.node, 0) + count
-        host[slot.node] = host.get(slot.node, 0) + count * HOST_PROCESS_BYTES + _host_state(
-            resident, engine_parts["weights"] * engines)
+        processes[slot.node] = processes.get(slot.node, 0) + ranks + actors
+        _add_host(host.setdefault(slot.node, {}), arch, by_name, engine, roles, actors, checkpoint_dtype)
         gpus.append(GPUMemory(f"node{slot.node}/gpu{slot.gpu}", {
             "generation": generation, "logprobs/values": forward, "training": training, "refit": refit}))
-    return MemoryPlan(gpu_bytes, gpus, source, kv_tokens=kv_tokens, host_bytes=max(host.values(), default=0),
+    host_nodes = {}
+    for node, phases in sorted(host.items()):
+        megatron = sum(len(roles.get(n, ())) for s, roles in rank_counts.items() if s.node == node
+                       for n in ("policy", "critic"))
+        engine_ranks = sum(len(roles.get("generation", ())) for s, roles in rank_counts.items() if s.node == node)
+        add_parts(phases, "", process_parts(megatron=megatron, engine_ranks=engine_ranks,
+                                            engine_actors=sum(1 for s in actor_slots if s.node == node),
+                                            driver=node == 0))
+        host_nodes[f"node{node}"] = {phase: phases.get(phase, {}) for phase in HOST_PHASES}
+    return MemoryPlan(gpu_bytes, gpus, source, kv_tokens=kv_tokens, host_nodes=host_nodes,
+                      host_limit=None if host_memory_gib is None else int(host_memory_gib * GIB),
                       processes_per_node=max(processes.values(), default=0))
 
 
-def _host_state(resident: dict[str, int], engine_weights: int) -> int:
-    """Host bytes a GPU's ranks keep while offloaded or asleep: Megatron weights, optimizer state and reference
-    (gradients are freed, not moved) and the engines' weights (vLLM's level-1 sleep)."""
-    return sum(v for k, v in resident.items() if not k.endswith(" gradients")) + engine_weights
+def _communicators(roles: dict, by_name: dict, engine: EngineMemory, broadcast_member: bool) -> int:
+    """NCCL communicators on a GPU: each Megatron rank's tensor- and data-parallel groups (of more than one rank),
+    each engine rank's tensor-parallel group, and the refit's broadcast group where this GPU takes part in it."""
+    count = int(broadcast_member)
+    for name in ("policy", "critic"):
+        group = by_name.get(name)
+        count += sum((group.tensor > 1) + (group.data > 1) for _ in roles.get(name, ()))
+    return count + len(roles.get("generation", ())) * (engine.tensor > 1)
+
+
+def _add_host(phases: dict, arch: Architecture, by_name: dict, engine: EngineMemory, roles: dict, actors: int,
+              checkpoint_dtype: str) -> None:
+    """Add the host bytes of a GPU's ranks (:mod:`ppo.workers.host_memory`) to its node's phases."""
+    for name in ("policy", "critic"):
+        count = len(roles.get(name, ()))
+        if not count:
+            continue
+        group = by_name[name]
+        params = shard_parameters(arch, group.tensor, num_layers=group.num_layers, value_head=group.value_head)
+        state = model_state_bytes(params, group.dtype, data=group.data, distributed=group.distributed_optimizer)
+        add_parts(phases, name, megatron_rank_host(
+            weights=state["weights"], optimizer=state["optimizer"],
+            reference=state["weights"] if group.reference else 0,
+            checkpoint_shard=params * DTYPE_BYTES[checkpoint_dtype]), times=count)
+    engine_ranks = len(roles.get("generation", ()))
+    if engine_ranks:
+        add_parts(phases, "engine", engine_rank_host(
+            tensor_bytes=engine_tensor_bytes(arch, engine),
+            checkpoint_shard=shard_parameters(arch, engine.tensor) * DTYPE_BYTES[checkpoint_dtype]),
+            times=engine_ranks)
+
+
+def engine_tensor_bytes(arch: Architecture, engine: EngineMemory) -> list[int]:
+    """The bytes of each weight tensor of one engine rank as vLLM holds them (q, k and v merged, gate and up merged;
+    KV heads replicated where TP exceeds them): what its level-1 sleep copies to pinned memory, tensor by tensor."""
+    t, h, d, width = engine.tensor, arch.hidden_size, arch.head_dim, DTYPE_BYTES[engine.dtype]
+    q = arch.num_attention_heads * d // t
+    kv = max(1, arch.num_key_value_heads // t) * d
+    layer = [h * (q + 2 * kv), q * h, 2 * arch.ffn_hidden_size // t * h, arch.ffn_hidden_size // t * h, h, h]
+    layer += [q + 2 * kv] if arch.qkv_bias else []
+    layer += [d, d] if arch.qk_layernorm else []
+    embedding = arch.vocab_size // t * h
+    tensors = [embedding] + layer * arch.num_layers + [h] + ([] if arch.tie_word_embeddings else [embedding])
+    return [n * width for n in tensors]
 
 
 def refit_bucket_bytes(arch: Architecture, policy: GroupMemory, engine: EngineMemory) -> int:
@@ -369,11 +502,11 @@ def refit_bucket_bytes(arch: Architecture, policy: GroupMemory, engine: EngineMe
     return max(engine.refit_bucket_bytes, max(arch.vocab_size * h, layer) * DTYPE_BYTES[policy.dtype])
 
 
-def _refit_buffers(arch: Architecture, by_name: dict, engine: EngineMemory, roles: dict, senders: set,
-                   receives: bool) -> dict[str, int]:
+def _refit_buffers(arch: Architecture, by_name: dict, engine: EngineMemory, roles: dict,
+                   senders: set) -> dict[str, int]:
     """The refit's transient bytes on a GPU, one bucket at a time (``PolicyWorker.stage_refit_bucket``): every
     policy rank's gathered shards of the bucket (its size), on a sending rank also their HF-named copy and the packed
-    buffer, and on an engine that receives by broadcast its receiving buffer."""
+    buffer.  (An engine that receives by broadcast keeps its receiving buffer in every phase: see the plan's base.)"""
     policy = by_name.get("policy")
     ranks = roles.get("policy", ())
     if policy is None:
@@ -381,8 +514,7 @@ def _refit_buffers(arch: Architecture, by_name: dict, engine: EngineMemory, role
     bucket = refit_bucket_bytes(arch, policy, engine)
     gathered = bucket * len(ranks) if policy.tensor > 1 else 0
     sending = sum(1 for r in ranks if r in senders)
-    return {"refit gathered shards": gathered, "refit HF copies and buffers": 2 * bucket * sending,
-            "refit receiving buffer": bucket if receives else 0}
+    return {"refit gathered shards": gathered, "refit HF copies and buffers": 2 * bucket * sending}
 
 
 def _refit_walk(base: dict, resident: dict, engine_parts: dict, engines: int, *,
