@@ -76,6 +76,21 @@ def rope_scaling_arguments(arch: Architecture) -> dict:
     return {"rope_scaling": True, "rope_scaling_factor": arch.rope_scaling_factor}
 
 
+def head_after_sequence_gather(output_layer) -> None:
+    """Under sequence parallelism, make the vocabulary-parallel output layer take the whole sequence that
+    ``ppo.models.forward.hidden_states`` gathered, and leave its input gradient to that gather.
+
+    The layer was built to gather the sequence itself (``sequence_parallel``), which the chunked logprobs cannot use:
+    they cut the whole sequence.  With ``sequence_parallel`` off alone, the layer (built with ``allreduce_dgrad``
+    off) would pass its input through ``copy_to_tensor_model_parallel_region``, whose backward all-reduces the
+    input gradient over the TP ranks; the gather's backward reduce-scatters it again, and every gradient below the
+    head came out TP times too large.  ``disable_grad_reduce`` (Megatron's switch for a reduction done elsewhere)
+    leaves the one reduction, the gather's reduce-scatter, which sums the vocabulary shards' parts.
+    """
+    output_layer.sequence_parallel = False
+    output_layer.disable_grad_reduce = True
+
+
 def build_gpt_model(arch: Architecture, *, dtype: str | torch.dtype = torch.float32, device: torch.device | None = None,
                     transformer_impl: str = layers.LOCAL, **config_overrides):
     """A ``GPTModel`` for this rank's tensor/pipeline shard (model parallel state must be initialised), on
@@ -92,9 +107,9 @@ def build_gpt_model(arch: Architecture, *, dtype: str | torch.dtype = torch.floa
 
     dtype = torch_dtype(dtype)
     layers.check(transformer_impl, sequence_parallel=config_overrides.get("sequence_parallel", False))
-    # before Megatron's modules: a missing Transformer Engine, one line
-    spec = layers.layer_spec(transformer_impl, qk_layernorm=arch.qk_layernorm)
     config = transformer_config(arch, dtype=dtype, **config_overrides)
+    # before Megatron's modules: a missing Transformer Engine, one line
+    spec = layers.decoder_spec(transformer_impl, config, qk_layernorm=arch.qk_layernorm)
     model = GPTModel(
         config=config,
         transformer_layer_spec=spec,
@@ -111,9 +126,7 @@ def build_gpt_model(arch: Architecture, *, dtype: str | torch.dtype = torch.floa
     )
     model.transformer_impl = transformer_impl  # ppo.models.forward builds masks for the local spec only
     if config.sequence_parallel and model.post_process:
-        # ppo.models.forward.hidden_states gathers the sequence before any head: the output layer must not gather
-        # it again (Megatron's GPTModel flips the same flag when it gathers first)
-        model.output_layer.sequence_parallel = False
+        head_after_sequence_gather(model.output_layer)
     if dtype != torch.float32:
         model = model.to(dtype)
     return model.to(device or default_device())

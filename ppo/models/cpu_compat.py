@@ -15,6 +15,10 @@ knows about these patches.  Each one and why:
 4. **type checks** — grad clipping asserts ``param.grad.type() == 'torch.cuda.FloatTensor'`` and the
    distributed optimizer type-checks ``torch.cuda.*Tensor``; ``Tensor.type()`` reports CPU tensors under their
    CUDA names while the mode is active.
+5. **backward** — autograd runs a custom ``Function``'s ``backward`` without the mode of patch 1, and Megatron's
+   allocate there on ``torch.cuda.current_device()``: the sequence-parallel gathers and reduce-scatters
+   (``tensor_parallel.mappings``) and the linear layers' backward under sequence parallelism.  Every custom
+   ``backward`` runs under the mode too.
 
 Patch 1 also makes a worker's ``.to("cuda")`` land on the CPU, where the batch already is, so a CPU run cannot show
 a missing move of a batch to the GPU.  :func:`cuda_means` sends CUDA requests to a stand-in device instead, where a
@@ -27,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
 _applied = False
 
@@ -86,6 +90,20 @@ def _patch_rng() -> None:
     mp_random.CudaRNGStatesTracker.add = add
 
 
+def _patch_backward() -> None:
+    from torch.autograd.function import BackwardCFunction
+
+    original = BackwardCFunction.apply
+
+    def apply(self, *args):
+        if _MODE in _get_current_function_mode_stack():
+            return original(self, *args)
+        with _MODE:
+            return original(self, *args)
+
+    BackwardCFunction.apply = apply
+
+
 def apply_if_needed() -> bool:
     """Install the patches once per process when CUDA is unavailable; returns whether they are active."""
     global _applied
@@ -94,6 +112,7 @@ def apply_if_needed() -> bool:
     if torch.cuda.is_available():
         return False
     _patch_rng()
+    _patch_backward()
     torch.cuda.synchronize = lambda *a, **k: None
     torch.cuda.current_device = lambda: 0
     _MODE.__enter__()

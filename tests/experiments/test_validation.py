@@ -114,8 +114,6 @@ def test_gpus_come_from_the_executor():
     (["policy.parallel.context=2", "policy.data_parallel=8"],
      "policy.parallel: context=2: context parallelism is not supported (sequences are not split across "
      "context-parallel ranks, so the gradient would count every token 2 times); set context=1"),
-    (["policy.transformer_impl='local'"], "policy.parallel.sequence_parallel=True needs "
-                                          "transformer_impl='transformer_engine': the local layer spec's norms"),
     (["critic.recompute.method='sideways'"], "critic.recompute.granularity='full' needs recompute.method 'uniform' "
                                              "or 'block', got 'sideways'"),
     (["policy.parallel.tensor=16"], "policy.parallel.tensor=16 spans nodes: tensor parallelism must fit in one node "

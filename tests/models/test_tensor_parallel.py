@@ -15,18 +15,19 @@ from tests.models.tp_worker import compute
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_tp2(hf_dir, out, **extra_env) -> dict:
-    """Run ``tests.models.tp_worker`` as two gloo ranks with TP=2 and return what rank 0 saved."""
+def run_tp2(*paths, module: str = "tests.models.tp_worker", **extra_env) -> dict:
+    """Run ``module`` (its arguments: ``paths``, the last one where rank 0 saves) as two gloo ranks with TP=2 and
+    return what rank 0 saved."""
     port = free_port()
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), TP="2", OMP_NUM_THREADS="1", **extra_env)
-        procs.append(subprocess.Popen([sys.executable, "-m", "tests.models.tp_worker", str(hf_dir), str(out)],
+        procs.append(subprocess.Popen([sys.executable, "-m", module, *map(str, paths)],
                                       cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     logs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), "\n".join(log[-3000:] for log in logs)
-    return torch.load(out)
+    return torch.load(paths[-1])
 
 
 @pytest.mark.slow
