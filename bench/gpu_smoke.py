@@ -28,7 +28,7 @@ Parts, each independent (a failure is printed with its error and the next part r
 
 What this does not cover: more than one GPU (NCCL groups, the broadcast refit) and Ray placement.  The lent H200
 image has PyTorch and transformers but not megatron-core (carry its wheel, a few MB) nor vLLM or Ray, whose CUDA
-wheels exceed what one device call can carry, so part 6 SKIPs there.  The command used on it, from the repository
+wheels exceed what one device call can carry, so part 7 SKIPs there.  The command used on it, from the repository
 root, after ``pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl megatron-core==0.16.1``
 (the device tool's notes give the platform flags)::
 
