@@ -1,0 +1,82 @@
+"""The waits a user meets first: the default's set-up before its first PPO step, and the dry run of a big recipe,
+each against a baseline tree measured in the same invocation.
+
+    .venv/bin/python bench/setup_time.py                    # this tree against eb7622a~1 (before issue 39)
+    .venv/bin/python bench/setup_time.py --baseline HEAD~3 --repeats 5 --runs 2
+
+The baseline is a ``git worktree`` of ``--baseline`` in a temporary folder, run with this checkout's ``.venv``.  The
+two trees take turns (baseline, this, baseline, this, ...) so that a change in the machine's load hits both.
+
+- **set-up**: ``launch.py experiments/tiny_cpu.py trainer.max_steps=1``, ``--runs`` times per tree; the phases are
+  the run's own ``timing/setup/*`` (step 0 of its ``metrics.jsonl``), medians over the runs.  The first run of a
+  tree pays what a first run on a machine pays (see the README); compare second runs.
+- **dry run**: ``launch.py experiments/dsr1_7b.py --executor slurm --dry-run`` wall time, the median of
+  ``--repeats`` after one untimed run.
+
+Numbers are seconds on this machine in this invocation; on a shared machine, hold its lock while this runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = ROOT / ".venv" / "bin" / "python"
+PHASES = ("ray", "warm_start", "workers", "total")
+DRY_RUN = ["experiments/dsr1_7b.py", "--executor", "slurm", "--dry-run"]
+
+
+def dry_run_seconds(tree: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run([str(PYTHON), "launch.py", *DRY_RUN], cwd=tree, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def setup_phases(tree: Path, run_dir: Path) -> dict[str, float]:
+    """One run of the default to its first step; its ``timing/setup/*`` seconds."""
+    subprocess.run([str(PYTHON), "launch.py", "experiments/tiny_cpu.py", "trainer.max_steps=1", "--run-dir",
+                    str(run_dir)], cwd=tree, check=True, capture_output=True)
+    step0 = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
+    return {phase: step0.get(f"timing/setup/{phase}", 0.0) for phase in PHASES}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", default="eb7622a~1", help="git ref of the baseline tree")
+    parser.add_argument("--repeats", type=int, default=5, help="dry runs per tree (median)")
+    parser.add_argument("--runs", type=int, default=2, help="runs of the default per tree (median; 0: none)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="setup_time_") as tmp:
+        base = Path(tmp) / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base), args.baseline], cwd=ROOT, check=True)
+        trees = {f"baseline {args.baseline}": base, "this tree": ROOT}
+        try:
+            dry = {name: [] for name in trees}
+            for tree in trees.values():
+                dry_run_seconds(tree)  # untimed: the first touch of the files
+            for _ in range(args.repeats):
+                for name, tree in trees.items():
+                    dry[name].append(dry_run_seconds(tree))
+            setup = {name: [] for name in trees}
+            for k in range(args.runs):
+                for i, (name, tree) in enumerate(trees.items()):
+                    setup[name].append(setup_phases(tree, Path(tmp) / f"run-{i}-{k}"))
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False)
+    print(f"{'':28s}" + "".join(f"{name:>24s}" for name in trees))
+    print(f"{'dry run dsr1_7b (median)':28s}" + "".join(f"{statistics.median(dry[n]):23.2f}s" for n in trees))
+    for phase in PHASES if args.runs else ():
+        cells = "".join(f"{statistics.median(r[phase] for r in setup[n]):23.1f}s" for n in trees)
+        print(f"{'set-up ' + phase + ' (median)':28s}" + cells)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
