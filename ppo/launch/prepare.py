@@ -143,9 +143,8 @@ def request_node_resources(executor: SlurmExecutor, experiment: Any) -> SlurmExe
     """The executor with ``cpus_per_task`` and ``mem_gb`` filled in from the plan where the recipe leaves them unset
     (a cluster that limits a task to what it asked for would otherwise give one core to every actor of a node).  An
     ``exclusive`` job gets whole nodes, and its sbatch script asks for all their memory (``--mem=0``), but it still
-    asks for the CPUs: a job step is given ``--cpus-per-task`` CPUs a task (one by default) under ``SLURM_EXACT``
-    or a SLURM that does not pass the job's count on to ``srun`` (22.05, the test cluster's, is one), whatever the
-    job holds."""
+    asks for the CPUs: under ``SLURM_EXACT``, or a SLURM whose ``srun`` does not read the job's count, a job step is
+    given ``--cpus-per-task`` CPUs a task (one by default), whatever the job holds."""
     need = _call_check(experiment.node_request, "node_request()")
     if need is None:
         return executor

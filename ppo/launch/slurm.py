@@ -64,7 +64,7 @@ def sbatch_parameters(executor: SlurmExecutor, job_name: str) -> dict:
         params["additional_parameters"] = dict(executor.additional_parameters)
     srun_args = []
     if executor.cpus_per_task is not None:
-        # the job step's own count: not every SLURM (22.05 for one) passes the job's on to srun
+        # the job step's own count: under SLURM_EXACT, or an srun that does not read the job's, it gets 1 CPU a task
         srun_args.append(f"--cpus-per-task={executor.cpus_per_task}")
     if executor.container_image:
         srun_args.append(f"--container-image={executor.container_image}")
