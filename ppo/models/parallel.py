@@ -33,7 +33,7 @@ class ParallelConfig:
         Context parallelism is refused whatever the layer spec: the workers give every rank whole sequences
         (Megatron's ``get_batch_on_this_cp_rank`` split is not implemented), so context-parallel ranks would
         repeat each other's work and DDP, which sums gradients over data × context ranks, would count every token
-        ``context`` times.  Sequence parallelism needs Transformer Engine's layers (``ppo.models.layers.check``).
+        ``context`` times.  Sequence parallelism runs with either layer spec (``ppo.models.layers``).
         """
         for name in ("tensor", "pipeline", "context"):
             if getattr(self, name) < 1:

@@ -23,8 +23,8 @@ from ppo.models.recompute import Recompute
 class MegatronModelSpec:
     """What a Megatron worker group builds: parallel layout, optimizer, micro-batching, dtype, layers, recompute.
 
-    ``transformer_impl``: ``"local"`` (any machine) or ``"transformer_engine"`` (GPUs; needed for sequence
-    parallelism), see :mod:`ppo.models.layers`.  ``recompute``: activation recomputation, see
+    ``transformer_impl``: ``"local"`` (any machine) or ``"transformer_engine"`` (GPUs; flash attention), both with
+    sequence parallelism, see :mod:`ppo.models.layers`.  ``recompute``: activation recomputation, see
     :mod:`ppo.models.recompute`.
 
     ``pad_to_multiple``: pad every micro-batch's width to a multiple of this as well (None: only what sequence
