@@ -44,6 +44,25 @@ def hub_cache() -> Path:
     return xdg / "huggingface" / "hub"
 
 
+def cached_snapshot_folder(repo_id: str, revision: str | None, repo_type: str) -> Path | None:
+    """The cache's snapshot folder of ``repo_id`` (a ``model`` or ``dataset``) at ``revision`` (None: ``main``), or
+    None, read from huggingface_hub's cache layout (its ``try_to_load_from_cache`` and ``local_files_only`` reads
+    the same): ``<cache>/<type>s--org--name/refs/<branch or tag>`` holds a commit hash, ``snapshots/<commit>/``
+    that commit's files; a revision that no ref names is a commit itself.
+
+    No huggingface_hub import: the dry run looks its models and datasets up here, and that package (with its HTTP
+    client) costs ~0.2 s to import on a laptop CPU, for a lookup of a few ``stat`` calls."""
+    repo = hub_cache() / f"{repo_type}s--{repo_id.replace('/', '--')}"
+    revision = revision or "main"
+    ref = repo / "refs" / revision
+    if ref.is_file():
+        revision = ref.read_text().strip()
+    snapshots = repo / "snapshots"
+    if not snapshots.is_dir() or revision not in os.listdir(snapshots):  # a listing: never ``..`` or a sub-path
+        return None
+    return snapshots / revision
+
+
 def offline() -> bool:
     """``HF_HUB_OFFLINE`` set to a true value: resolve from the cache only."""
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}

@@ -23,8 +23,6 @@ import hashlib
 import itertools
 from dataclasses import dataclass
 
-import numpy as np
-
 from ppo.data.records import DatasetError, Record
 
 ALPHABET = "0123456789+-="
@@ -130,6 +128,8 @@ class ArithmeticTask:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
+        import numpy as np  # here, not at import: the dry run imports this module and never draws a problem
+
         rng = np.random.default_rng([seed, SPLITS.index(split)])
         split_share = self.heldout_fraction if split == "heldout" else 1.0 - self.heldout_fraction
         if self.space_size * split_share < _ENUMERATE_BELOW * size:

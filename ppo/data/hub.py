@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ppo.data.records import DatasetError
-from ppo.hub import REPO_ID, REVISION, HubError, describe_failure, hub_cache, matches, offline
+from ppo.hub import REPO_ID, REVISION, HubError, cached_snapshot_folder, describe_failure, hub_cache, matches, offline
 
 DATA_ROOT_ENV = "PPO_DATA_ROOT"
 SPLIT = r"[A-Za-z0-9][\w.-]*"
@@ -114,14 +114,9 @@ def fetch_dataset(dataset: HubDataset) -> Path:
 
 
 def cached_snapshot(dataset: HubDataset) -> Path | None:
-    """The snapshot folder of ``dataset``'s repository in the HF cache, or None; never uses the network."""
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(dataset.repo_id, repo_type="dataset", revision=dataset.revision,
-                                      cache_dir=hub_cache(), local_files_only=True))
-    except (OSError, ValueError):  # not in the cache (LocalEntryNotFoundError), or a malformed id
-        return None
+    """The snapshot folder of ``dataset``'s repository in the HF cache, or None; never uses the network (nor
+    imports huggingface_hub: :func:`ppo.hub.cached_snapshot_folder`)."""
+    return cached_snapshot_folder(dataset.repo_id, dataset.revision, "dataset")
 
 
 def offline_refusal(dataset: HubDataset) -> HubError:

@@ -18,9 +18,11 @@ an error, because the resumed sequence would silently differ from the interrupte
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 T = TypeVar("T")
 
@@ -72,6 +74,8 @@ class PromptLoader(Generic[T]):
         """The indices of ``records`` in the order epoch ``epoch`` visits them."""
         if self._cached_order is None or self._cached_order[0] != epoch:
             n = len(self.records)
+            import numpy as np  # here, not at import: the dry run imports this module and shuffles nothing
+
             order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
             self._cached_order = (epoch, order)
         return self._cached_order[1]

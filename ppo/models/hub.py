@@ -15,11 +15,19 @@ repository's other weight formats.  A snapshot counts as there when its ``config
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ppo.hub import REPO_ID, REVISION, HubError, describe_failure, hub_cache, matches, offline
+from ppo.hub import (
+    REPO_ID,
+    REVISION,
+    HubError,
+    cached_snapshot_folder,
+    describe_failure,
+    hub_cache,
+    matches,
+    offline,
+)
 
 MODEL_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
 """What a run reads of a model repository: config and tokenizer JSON, safetensors weights (and their index),
@@ -58,21 +66,8 @@ def missing_files(folder: Path) -> list[str]:
 
 
 def snapshot_folder(model: HubModel) -> Path | None:
-    """The cache's snapshot folder of ``model``'s revision, or None, read from huggingface_hub's cache layout
-    (its ``try_to_load_from_cache`` reads the same): ``<cache>/models--org--name/refs/<branch or tag>`` holds a
-    commit hash, ``snapshots/<commit>/`` that commit's files; a revision that no ref names is a commit itself.
-
-    No huggingface_hub import: this runs in every dry run, and that package (with its HTTP client) costs ~0.2 s
-    to import on a laptop CPU, for a lookup of a few ``stat`` calls."""
-    repo = hub_cache() / ("models--" + model.repo_id.replace("/", "--"))
-    revision = model.revision or "main"
-    ref = repo / "refs" / revision
-    if ref.is_file():
-        revision = ref.read_text().strip()
-    snapshots = repo / "snapshots"
-    if not snapshots.is_dir() or revision not in os.listdir(snapshots):  # a listing: never ``..`` or a sub-path
-        return None
-    return snapshots / revision
+    """The cache's snapshot folder of ``model``'s revision, or None (:func:`ppo.hub.cached_snapshot_folder`)."""
+    return cached_snapshot_folder(model.repo_id, model.revision, "model")
 
 
 def cached_model(model: HubModel) -> Path | None:

@@ -92,3 +92,21 @@ def test_a_real_tiny_model_loads_from_its_snapshot(caches, tmp_path):
     assert model.config.num_hidden_layers == 1
     assert all((a == b).all() for a, b in zip(model.state_dict().values(), original.state_dict().values()))
     assert AutoTokenizer.from_pretrained(folder).get_vocab() == AutoTokenizer.from_pretrained(source).get_vocab()
+
+
+def test_the_dataset_lookup_reads_the_layout_as_snapshot_download_does(caches):
+    """Datasets too: ``cached_snapshot_folder`` against ``snapshot_download(local_files_only=True)``."""
+    from huggingface_hub import snapshot_download
+
+    from ppo.hub import cached_snapshot_folder
+    from tests.hub.conftest import cache_dapo_math
+
+    folder = cache_dapo_math(caches.hub)
+    for revision in (None, "main", folder.name, "v9"):
+        try:
+            theirs = Path(snapshot_download("BytedTsinghua-SIA/DAPO-Math-17k", repo_type="dataset", revision=revision,
+                                            cache_dir=caches.hub, local_files_only=True))
+        except OSError:
+            theirs = None
+        assert cached_snapshot_folder("BytedTsinghua-SIA/DAPO-Math-17k", revision, "dataset") == theirs, revision
+    assert cached_snapshot_folder("BytedTsinghua-SIA/DAPO-Math-17k", None, "dataset") == folder

@@ -1,0 +1,22 @@
+"""The dry run imports only what it uses: a SLURM recipe's dry run (its memory plan, its hub model looked up in the
+cache) loads neither huggingface_hub (the cache is read directly, ``ppo.models.hub.snapshot_folder``) nor numpy
+(no data is drawn), nor torch, transformers or vLLM: each is a tenth of a second or more of a command run by hand."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.launch.conftest import REPO
+
+HEAVY = ("huggingface_hub", "numpy", "torch", "transformers", "vllm", "ray")
+
+
+@pytest.mark.slow
+def test_the_dry_run_of_a_slurm_recipe_imports_no_heavy_package():
+    probe = ("import runpy, sys; sys.argv = ['launch.py', 'experiments/dsr1_7b.py', '--executor', 'slurm', "
+             "'--dry-run']\ntry:\n    runpy.run_path('launch.py', run_name='__main__')\nexcept SystemExit as e:\n"
+             f"    assert not e.code, e.code\nprint('LOADED', sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "LOADED []"
