@@ -139,8 +139,9 @@ class PolicyGroup(MegatronGroup):
     def train(self, batch: dict, *, num_minibatches: int, seed: int, temperature: float) -> list[dict]:
         return self.call("train", batch, num_minibatches=num_minibatches, seed=seed, temperature=temperature)
 
-    def supervised_step(self, batch: dict, *, lr: float) -> dict:
-        return self.call("supervised_step", batch, lr)
+    def supervised_steps(self, batches: list[dict], *, lr: float) -> list[dict]:
+        """A supervised step on each of ``batches`` in one call; each step's metrics."""
+        return self.call("supervised_steps", batches, lr)
 
     def reset_optimizer_state(self) -> None:
         self.call("reset_optimizer_state")
