@@ -22,13 +22,13 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.cluster
 
 
-def submit(cluster, toy, run_dir: Path, *overrides: str, nodes: int = 2) -> str:
+def submit(cluster, toy, run_dir: Path, *overrides: str, nodes: int = 2, env: dict | None = None) -> str:
     rc, out, err = run_launch(
         str(toy), "--executor", "slurm", "--yes", "--allow-dirty", "--run-dir", str(run_dir),
         f"executor.nodes={nodes}", "executor.gpus_per_node=0", "executor.partition=debug", "executor.time_minutes=5",
         "executor.signal_delay_s=60", "executor.ray_loopback_base=12", f"executor.ray_port={free_port()}",
         "executor.ray_start_args=('--num-cpus=1', '--object-store-memory=80000000')", "executor.ray_join_timeout_s=90",
-        *overrides, env=cluster.env)
+        *overrides, env={**cluster.env, **(env or {})})
     assert rc == 0, err
     assert "submitted SLURM job" in out
     job_id = json.loads((run_dir / "job.json").read_text())["job_id"]
@@ -41,11 +41,11 @@ def wait_status(cluster, run_dir: Path, timeout: float = 150):
 
 
 def test_two_node_job_brings_up_a_ray_cluster_and_runs_the_driver(cluster, toy, tmp_path):
-    """On whole nodes (``--exclusive``) whose job step still holds the CPUs it asked for: 2 a task, 4 in all (a step
-    of SLURM 22.05, this cluster's, that is not told ``--cpus-per-task`` itself gets 1 a task)."""
+    """On whole nodes (``--exclusive``) and under ``SLURM_EXACT``, whose job step still holds the CPUs it asked for:
+    2 a task, 4 in all (a step that is not told ``--cpus-per-task`` itself gets 1 a task there)."""
     run_dir = tmp_path / "ray2"
     job_id = submit(cluster, toy, run_dir, "mode=ray", "expect_nodes=2", "executor.cpus_per_task=2",
-                    "executor.additional_parameters={'exclusive': True}")
+                    "executor.additional_parameters={'exclusive': True}", env={"SLURM_EXACT": "1"})
     rc, out, err = wait_status(cluster, run_dir)
     logs = run_launch("logs", str(run_dir), env=cluster.env)[1]
     assert (rc, out) == (0, f"{run_dir}: SLURM job {job_id} COMPLETED\n"), logs
