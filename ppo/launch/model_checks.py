@@ -1,7 +1,8 @@
 """The models and checkpoints a run will read, checked on this machine before anything is created or queued.
 
 - The policy's folder (``model.path``, or a hub id's cached snapshot) and the critic's (``critic.model_path``):
-  :func:`ppo.models.folder_check.check_model_folder` (config, weights' headers, tokenizer).  The folder's
+  :func:`ppo.models.folder_check.check_model_folder` (config, weights' headers, tokenizer; of a cached snapshot, whose
+  files the fetch checked, the config and the tokenizer where it has ``tokenizer.json``).  The folder's
   ``config.json`` is what the run plans with; where the recipe carries a copy (``model.config``) that differs, the
   dry run says how.  A hub id that is not in the cache is planned from the copy, and the dry run says so.
 - The pair: the critic reads the policy's token ids, so its tokenizer must be the policy's and its embedding must
@@ -21,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ppo.hub import hub_cache
 from ppo.models.checkpoint_meta import CheckpointMismatch, check_against, saved_tensor_parallel
 from ppo.models.folder_check import ModelFolder, ModelFolderError, check_model_folder
 from ppo.models.hub import cached_model, parse_model_id
@@ -44,6 +46,11 @@ def local_folder(path: str) -> tuple[Path | None, str | None]:
     return cached_model(model), str(model)
 
 
+def fetched(folder: Path, hub_id: str | None) -> bool:
+    """A snapshot of the HF cache (named by its hub id, or by the path a launch pinned): the fetch checked its files."""
+    return hub_id is not None or hub_cache().resolve() in folder.resolve().parents
+
+
 def check_models(experiment: Any, executor: Any) -> list[str]:
     """Refuse (``ModelInputError``) what the run could not load; the dry run's lines on the models otherwise."""
     if getattr(executor, "check_paths", True) is False:
@@ -57,8 +64,8 @@ def check_models(experiment: Any, executor: Any) -> list[str]:
 
 def _check_policy(experiment: Any, notes: list[str]) -> ModelFolder | None:
     model = getattr(experiment, "model", None)
-    if type(model).__name__ != "HFCheckpoint":
-        return None
+    if type(model).__name__ != "HFCheckpoint" or not isinstance(model.path, str) or not model.path:
+        return None  # an empty path is validate()'s to refuse
     folder, hub_id = local_folder(model.path)
     if folder is None:
         copy = "the recipe's model.config" if model.config else "nothing (no model.config: no memory plan)"
@@ -67,9 +74,10 @@ def _check_policy(experiment: Any, notes: list[str]) -> ModelFolder | None:
         return None
     if not folder.exists():
         return None  # missing_paths() reports it
-    checked = _folder(folder, "model.path")
-    notes.append(f"model.path: {folder} checked (config.json, {checked.architecture.model_type} weights' "
-                 f"headers, tokenizer)")
+    snapshot = fetched(folder, hub_id)
+    checked = _folder(folder, "model.path", weights=not snapshot)
+    what = "the HF cache's snapshot" if snapshot else "weights' headers, tokenizer"
+    notes.append(f"model.path: {folder} checked (config.json, {checked.architecture.model_type}, {what})")
     if model.config:
         differences = config_differences(checked.config, model.config)
         if differences:
@@ -94,7 +102,7 @@ def _folder(folder: Path, where: str, **options) -> ModelFolder:
 def _check_critic(experiment: Any, policy: ModelFolder | None, notes: list[str]) -> None:
     critic = getattr(experiment, "critic", None)
     advantage = getattr(experiment, "advantage", None)
-    if critic is None or critic.model_path is None or not getattr(advantage, "needs_critic", False):
+    if critic is None or not critic.model_path or not getattr(advantage, "needs_critic", False):
         return
     step = critic.init_checkpoint()
     if step is not None:
@@ -102,10 +110,11 @@ def _check_critic(experiment: Any, policy: ModelFolder | None, notes: list[str])
             _checkpoint(step, policy, "critic.model_path", value_head=True, notes=notes,
                         tensor=critic.parallel.tensor)
         return
-    folder, _ = local_folder(critic.model_path)
+    folder, hub_id = local_folder(critic.model_path)
     if folder is None or not folder.exists():
         return
-    checked = _folder(folder, "critic.model_path", value_head=True, tokenizer_required=False)
+    checked = _folder(folder, "critic.model_path", value_head=True, tokenizer_required=False,
+                      weights=not fetched(folder, hub_id))
     _validate_critic_layout(critic, checked)
     if policy is not None:
         check_pair(policy, checked, "critic.model_path")

@@ -197,14 +197,16 @@ def read_vocabulary(folder: Path, *, required: bool) -> dict[str, int] | None:
         raise ModelFolderError(f"{file} does not load as a tokenizer ({_reason(err)})") from None
 
 
-def check_model_folder(folder: str | Path, *, value_head: bool = False, tokenizer_required: bool = True
-                       ) -> ModelFolder:
-    """The folder's config, architecture and vocabulary once every check of the module docstring passed."""
+def check_model_folder(folder: str | Path, *, value_head: bool = False, tokenizer_required: bool = True,
+                       weights: bool = True) -> ModelFolder:
+    """The folder's config, architecture and vocabulary once every check of the module docstring passed
+    (``weights=False``: all but the weights', for a hub snapshot whose files the fetch has checked)."""
     folder = Path(folder)
     config = read_config(folder)
     arch = architecture_of(config, folder / "config.json")
-    check_weights(folder, arch, value_head=value_head)
-    return ModelFolder(folder, config, arch, read_vocabulary(folder, required=tokenizer_required))
+    if weights:
+        check_weights(folder, arch, value_head=value_head)
+    return ModelFolder(folder, config, arch, read_vocabulary(folder, required=tokenizer_required and weights))
 
 
 def _reason(err: BaseException) -> str:

@@ -41,10 +41,12 @@ CLUSTER_PATHS = ["model.path=/shared/models/deepseek-ai/DeepSeek-R1-Distill-Qwen
 """dsr1_7b's inputs as local paths of a cluster that are not on this machine."""
 
 
-def local_inputs(tmp_path) -> list[str]:
-    """Overrides pointing dsr1_7b's model and data at files that exist here (data files in their loaders' schemas)."""
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"]))
+def local_inputs(tmp_path, config: dict | None = None) -> list[str]:
+    """Overrides pointing dsr1_7b's model and data at files that exist here (data files in their loaders' schemas;
+    the model a whole folder of ``config``, by default dsr1_7b's, with sparse zero weights)."""
+    from tests.launch.model_folders import write_model
+
+    write_model(tmp_path / "model", config or HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"], ["<unk>", "a"])
     (tmp_path / "train.parquet").write_bytes(parquet_bytes(DAPO_ROWS))
     (tmp_path / "aime.parquet").write_bytes(parquet_bytes(AIME_ROWS))
     return [f"model.path={tmp_path / 'model'}", f"task.train_path={tmp_path / 'train.parquet'}",
@@ -192,12 +194,11 @@ def test_the_generated_model_shape_is_checked_against_tensor_parallelism(recipe,
 
 
 def test_a_readable_config_json_is_checked_against_tensor_parallelism(tmp_path):
-    import json
-
-    (tmp_path / "config.json").write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"]))
-    refused = refusal("dsr1_7b", f"model.path='{tmp_path}'", "policy.parallel.tensor=8", "policy.data_parallel=8")
+    local_inputs(tmp_path)
+    model = tmp_path / "model"
+    refused = refusal("dsr1_7b", f"model.path='{model}'", "policy.parallel.tensor=8", "policy.data_parallel=8")
     assert "policy.parallel.tensor=8 does not divide the model's num_attention_heads=28" in refused
-    refused = refusal("dsr1_7b", f"model.path='{tmp_path}'", "critic.num_layers=29")
+    refused = refusal("dsr1_7b", f"model.path='{model}'", "critic.num_layers=29")
     assert "critic.num_layers=29 must be in [1, 28] (the layers of the backbone the critic starts from)" in refused
 
 
@@ -211,8 +212,9 @@ def test_a_resume_path_follows_the_same_rule(tmp_path):
     prepared = prep("dsr1_7b", "trainer.resume='/shared/runs/old/checkpoints/step_000100'")
     assert prepared.missing_paths[-1].startswith(missing)
     assert refusal("tiny_cpu", "trainer.resume='/shared/runs/old/checkpoints/step_000100'").startswith(missing)
-    (tmp_path / "trainer_state.json").write_text("{}")
-    assert prep("tiny_cpu", f"trainer.resume='{tmp_path}'").missing_paths == []
+    (tmp_path / "trainer_state.json").write_text("{}")  # a checkpoint step needs its Megatron checkpoints too
+    assert refusal("tiny_cpu", f"trainer.resume='{tmp_path}'") == (
+        f"trainer.resume: {tmp_path}/policy is not a Megatron distributed checkpoint (no readable metadata.json)")
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -334,14 +336,15 @@ def test_the_critic_starts_from_an_hf_directory_or_a_checkpoint_step_and_nothing
     wrong = tmp_path / "not_a_model"
     wrong.mkdir()
     assert refusal("tiny_cpu", f"critic.model_path='{wrong}'") == (
-        f"critic.model_path: {wrong} is neither an HF checkpoint directory (config.json) nor a run's checkpoint step "
-        f"holding critic/")
+        f"critic.model_path: {wrong} is empty (an HF checkpoint folder holds config.json, safetensors weights and a "
+        "tokenizer)")
     step = tmp_path / "run" / "checkpoints" / "step_000003"
     (step / "critic").mkdir(parents=True)
     (step / "trainer_state.json").write_text("{}")
     assert prep("tiny_cpu", f"critic.model_path='{step}'").missing_paths == []
-    (wrong / "config.json").write_text("{}")
-    assert prep("tiny_cpu", f"critic.model_path='{wrong}'").missing_paths == []
+    (wrong / "config.json").write_text("{}")  # an HF folder needs a model's config and weights too
+    assert refusal("tiny_cpu", f"critic.model_path='{wrong}'") == (
+        f"critic.model_path: {wrong}/config.json: model_type None is not supported; supported: qwen2, qwen3, llama")
 
 
 def test_the_critic_moves_beside_the_policy_or_beside_generation_not_both():
@@ -365,8 +368,8 @@ def test_a_model_the_workers_cannot_convert_is_refused_before_launch(tmp_path):
     inputs = local_inputs(tmp_path)
     config = tmp_path / "model" / "config.json"
     config.write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | {"model_type": "mistral"}))
-    with pytest.raises(ConfigError, match=r"^model: model_type 'mistral' is not supported"):
-        prep("dsr1_7b", *inputs)
+    assert refusal("dsr1_7b", *inputs) == (f"model.path: {config}: model_type 'mistral' is not supported; "
+                                           "supported: qwen2, qwen3, llama")
 
 
 LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -379,10 +382,7 @@ LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "hi
     {"model_type": "llama", "rope_parameters": LLAMA3_ROPE | {"rope_theta": 500000.0}},  # as transformers 5 saves it
 ])
 def test_qwen3_and_llama3_models_pass_the_dry_run(tmp_path, config):
-    inputs = local_inputs(tmp_path)
-    (tmp_path / "model" / "config.json").write_text(
-        json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | config))
-    prep("dsr1_7b", *inputs)
+    prep("dsr1_7b", *local_inputs(tmp_path, HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | config))
 
 
 @pytest.mark.parametrize("config, message", [
@@ -400,8 +400,9 @@ def test_qwen3_and_llama3_models_pass_the_dry_run(tmp_path, config):
 def test_an_unsupported_architecture_is_refused_without_gpus_too(tmp_path, config, message):
     """A local CPU run (no GPU plan, so no memory plan) still reads config.json and refuses what cannot convert."""
     inputs = local_inputs(tmp_path)
-    (tmp_path / "model" / "config.json").write_text(
-        json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | config))
+    config_file = tmp_path / "model" / "config.json"
+    config_file.write_text(json.dumps(HF_CONFIGS["deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"] | config))
     assert refusal("dsr1_7b", *inputs, "executor.gpus_per_node=0", "policy.parallel.tensor=1",
                    "policy.parallel.sequence_parallel=False", "policy.data_parallel=1", "critic.parallel.tensor=1",
-                   "critic.data_parallel=1", "generation.tensor_parallel_size=1", "generation.num_engines=1") == message
+                   "critic.data_parallel=1", "generation.tensor_parallel_size=1", "generation.num_engines=1") == (
+        message.replace("model: ", f"model.path: {config_file}: ", 1))

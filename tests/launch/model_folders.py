@@ -4,6 +4,7 @@ is an 8-byte header length, the JSON header, then the tensors' bytes)."""
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def tiny_config(vocab_size: int, *, model_type: str = "qwen2", hidden: int = 64,
 
 
 def write_safetensors(file: Path, tensors: dict[str, tuple[str, tuple[int, ...]]]) -> None:
-    """Zero tensors of the given ``{name: (dtype, shape)}``."""
+    """Zero tensors of the given ``{name: (dtype, shape)}`` (a sparse file)."""
     header, offset = {}, 0
     for name, (dtype, shape) in tensors.items():
         size = ITEM_BYTES[dtype]
@@ -29,7 +30,8 @@ def write_safetensors(file: Path, tensors: dict[str, tuple[str, tuple[int, ...]]
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
         offset += size
     text = json.dumps(header).encode()
-    file.write_bytes(struct.pack("<Q", len(text)) + text + bytes(offset))
+    file.write_bytes(struct.pack("<Q", len(text)) + text)
+    os.truncate(file, 8 + len(text) + offset)  # sparse: a 7B model's zeros take no disk
 
 
 def write_tokenizer(folder: Path, tokens: list[str]) -> None:

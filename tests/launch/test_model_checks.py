@@ -27,7 +27,7 @@ def dry_run(root, *overrides: str) -> str:
 
 def test_a_folder_s_config_wins_over_the_recipe_s_copy_and_the_dry_run_shows_how_they_differ(root):
     models = dry_run(root, "model.path=models/good")
-    assert "model.path: models/good checked (config.json, qwen2 weights' headers, tokenizer)" in models
+    assert "model.path: models/good checked (config.json, qwen2, weights' headers, tokenizer)" in models
     assert "hidden_size=64 (recipe 1536); num_hidden_layers=2 (recipe 28)" in models
     rc, out, _ = answer("gpu.py model.path=models/good --dry-run", root)
     assert "model shape from config.json" in out  # the memory plan is the folder's model, not the recipe's
