@@ -135,7 +135,7 @@ class MemoryPlan:
     kv_tokens: int | None = None  # tokens an engine's KV cache holds (each rank holds its heads of every token)
     host_nodes: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # node -> phase -> part -> bytes
     host_limit: int | None = None  # executor.host_memory_gib in bytes; None: not checked
-    processes_per_node: int = 0  # worker processes (Megatron ranks and engine ranks) on the fullest node
+    processes_per_node: int = 0  # worker processes on the fullest node (PlacementPlan.worker_processes)
 
     def host_peak(self) -> tuple[int, str, str]:
         """``(bytes, phase, node)`` of the fullest node in its fullest phase (the first among equals)."""
@@ -392,7 +392,6 @@ def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine
 
     gpus = []
     host: dict[int, dict[str, dict[str, int]]] = {}
-    processes: dict[int, int] = {}
     for slot in sorted(rank_counts, key=lambda s: (s.node, s.gpu)):
         roles = rank_counts[slot]
         actors = actor_slots.count(slot)
@@ -429,7 +428,6 @@ def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine
         walk = _refit_walk(base, resident, engine_parts, engines,
                            buffers=_refit_buffers(arch, by_name, engine, roles, senders))
         refit = worst(walk[:-1])  # its last step hands the GPU to generation, that phase's column
-        processes[slot.node] = processes.get(slot.node, 0) + ranks + actors
         _add_host(host.setdefault(slot.node, {}), arch, by_name, engine, roles, actors, checkpoint_dtype)
         gpus.append(GPUMemory(f"node{slot.node}/gpu{slot.gpu}", {
             "generation": generation, "logprobs/values": forward, "training": training, "refit": refit}))
@@ -444,7 +442,7 @@ def plan_memory(placement, arch: Architecture, groups: list[GroupMemory], engine
         host_nodes[f"node{node}"] = {phase: phases.get(phase, {}) for phase in HOST_PHASES}
     return MemoryPlan(gpu_bytes, gpus, source, kv_tokens=kv_tokens, host_nodes=host_nodes,
                       host_limit=None if host_memory_gib is None else int(host_memory_gib * GIB),
-                      processes_per_node=max(processes.values(), default=0))
+                      processes_per_node=placement.worker_processes())
 
 
 def _communicators(roles: dict, by_name: dict, engine: EngineMemory, broadcast_member: bool) -> int:
