@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import importlib.metadata
 import re
+import sysconfig
 
 import pytest
 from packaging.requirements import Requirement
@@ -67,7 +68,11 @@ def test_cpu_and_gpu_locks_name_one_stack():
 def test_the_tests_run_in_the_cpu_lock():
     """What setup.sh installed is the cpu lock, package for package: a stale or hand-installed .venv fails here
     (rerun ./setup.sh)."""
-    installed = {normalize(dist.metadata["Name"]): dist.version for dist in importlib.metadata.distributions()}
+    # the environment's own site-packages only: a test that imports setuptools puts its vendored packages
+    # (packaging, platformdirs, ...) on sys.path, which are not what setup.sh installed
+    site = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    installed = {normalize(dist.metadata["Name"]): dist.version
+                 for dist in importlib.metadata.distributions(path=sorted(site))}
     expected = {name: version for name, version in locked("cpu").items() if name not in REMOVED_BY_SETUP}
     assert {name: installed.get(name) for name in expected} == expected
     assert REMOVED_BY_SETUP.isdisjoint(installed)
