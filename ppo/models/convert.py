@@ -31,6 +31,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from ppo.models import folder_check
 from ppo.models.architecture import Architecture
 
 VALUE_HEAD = "output_layer.weight"
@@ -105,14 +106,7 @@ def weight_files(path: str | Path) -> list[Path]:
     """The safetensors files of an HF checkpoint folder (``model.safetensors``, or those its index names), or
     ``[path]`` for one ``.safetensors`` file."""
     path = Path(path)
-    if path.is_file():
-        return [path]
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        return [path / name for name in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
-    if (path / "model.safetensors").is_file():
-        return [path / "model.safetensors"]
-    raise FileNotFoundError(f"no model.safetensors (or index) in {path}")
+    return [path] if path.is_file() else folder_check.weight_files(path)
 
 
 def _layer_pairs(i: int, j: int, arch: Architecture) -> list[tuple[str, str]]:
