@@ -106,7 +106,7 @@ def build_gpt_model(arch: Architecture, *, dtype: str | torch.dtype = torch.floa
     from megatron.core.models.gpt import GPTModel
 
     dtype = torch_dtype(dtype)
-    layers.check(transformer_impl, sequence_parallel=config_overrides.get("sequence_parallel", False))
+    layers.check(transformer_impl)
     config = transformer_config(arch, dtype=dtype, **config_overrides)
     # before Megatron's modules: a missing Transformer Engine, one line
     spec = layers.decoder_spec(transformer_impl, config, qk_layernorm=arch.qk_layernorm)

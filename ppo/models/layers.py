@@ -24,12 +24,9 @@ class LayerImplementationError(ValueError):
     pass
 
 
-def check(impl: str, *, sequence_parallel: bool = False) -> None:
-    """Raise ``LayerImplementationError`` (one line naming the setting) when ``impl`` cannot run the layout.
-
-    Both implementations run sequence parallelism, so ``sequence_parallel`` refuses nothing; it stays in the
-    signature because the check is of an implementation against a layout."""
-    del sequence_parallel
+def check(impl: str) -> None:
+    """Raise ``LayerImplementationError`` (one line naming the setting) for an unknown ``impl``; both implementations
+    run every layout, sequence parallelism included."""
     if impl not in IMPLEMENTATIONS:
         raise LayerImplementationError(f"transformer_impl must be 'local' or 'transformer_engine', got {impl!r}")
 

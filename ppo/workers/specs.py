@@ -45,7 +45,7 @@ class MegatronModelSpec:
     def validate_model(self) -> None:
         """Raise ``ValueError`` (one line naming the setting) for layers or recomputation that cannot run; no
         software is needed here (Transformer Engine is checked where the model is built)."""
-        layers.check(self.transformer_impl, sequence_parallel=self.parallel.sequence_parallel)
+        layers.check(self.transformer_impl)
         self.recompute.validate()
 
     def model_options(self) -> dict:
