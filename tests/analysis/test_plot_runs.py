@@ -3,6 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -12,6 +14,7 @@ def write_run(run_dir: Path, accuracy: list[float]) -> None:
     (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_plot_runs_draws_one_line_per_run(tmp_path):
     write_run(tmp_path / "a", [0.1, 0.4, 0.8])
     write_run(tmp_path / "b", [0.1, 0.2, 0.3])
@@ -24,6 +27,7 @@ def test_plot_runs_draws_one_line_per_run(tmp_path):
     assert "validation/accuracy" in svg and "PPO" in svg and "raw" in svg
 
 
+@pytest.mark.slow
 def test_plot_runs_reports_a_missing_run_in_one_line(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "analysis" / "plot_runs.py"), str(tmp_path / "nope"),
                              "--out", str(tmp_path / "fig.svg")], capture_output=True, text=True)

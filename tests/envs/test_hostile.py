@@ -136,6 +136,7 @@ def _verify_or_fail() -> None:
     sys.exit(0 if verify(r"\boxed{\sqrt{12}}", r"2\sqrt{3}", timeout=10.0) == 1.0 else 3)
 
 
+@pytest.mark.slow
 def test_a_forked_child_verifies_with_its_own_worker():
     """The parent's worker belongs to the parent: a forked child starts its own and leaves the parent's alone."""
     assert call_bounded(verify, r"\boxed{\sqrt{12}}", r"2\sqrt{3}") == 1.0
@@ -146,6 +147,7 @@ def test_a_forked_child_verifies_with_its_own_worker():
     assert call_bounded(verify, r"\boxed{\sqrt{12}}", r"2\sqrt{3}") == 1.0
 
 
+@pytest.mark.slow
 def test_verify_restarts_a_dead_worker():
     assert call_bounded(verify, r"\boxed{\sqrt{12}}", r"2\sqrt{3}") == 1.0
     for process in list(ppo.envs.math._SYMBOLIC._pool._executor._processes.values()):
@@ -154,6 +156,7 @@ def test_verify_restarts_a_dead_worker():
     assert call_bounded(verify, r"\boxed{\sqrt{12}}", r"2\sqrt{3}") == 1.0
 
 
+@pytest.mark.slow
 def test_verify_without_a_working_worker_fails_fast(monkeypatch):
     """A worker that cannot start (here its initializer exits; in life, math-verify missing or broken) costs a few
     failed starts, never a hang, and the answer scores 0.0."""

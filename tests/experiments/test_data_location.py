@@ -16,6 +16,7 @@ from tests.experiments.conftest import REPO
 RECIPE = REPO / "experiments" / "tiny_gsm8k_cpu.py"
 
 
+@pytest.mark.slow
 def test_dry_run_from_another_directory(tmp_path):
     result = subprocess.run([sys.executable, str(REPO / "launch.py"), str(RECIPE), "--dry-run"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)

@@ -11,6 +11,8 @@ import pytest
 
 from tests.experiments.conftest import EXPERIMENTS, REPO
 
+pytestmark = pytest.mark.slow  # a fresh interpreter each: about a second a test
+
 HEAVY = ("torch", "megatron", "vllm")
 
 

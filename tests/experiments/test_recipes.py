@@ -64,6 +64,7 @@ def test_the_gpu_recipes_fit_their_gpus_by_the_memory_plan(recipe, monkeypatch):
     assert peak and 0 < float(peak[1]) <= 80, section.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_gpu_too_small_for_dsr1_7b_is_refused_in_one_line():
     rc, out, err = run_launch("experiments/dsr1_7b.py", "--executor", "slurm", "--dry-run",
                               "executor.gpu_memory_gib=24")

@@ -111,6 +111,7 @@ def test_the_screenshot_shows_the_matrix_and_plots(dashboard):
     assert visit.console == [] and visit.requests == []
 
 
+@pytest.mark.slow
 def test_the_page_holds_no_url_outside_plotly_js(dashboard):
     assert external_urls(dashboard["html"]) == []
 

@@ -93,6 +93,7 @@ def test_each_entry_is_judged_and_launch_failures_are_infra_fail(mixed_night):
     assert "1 PASS, 1 FAIL, 3 INFRA-FAIL" in done.stdout
 
 
+@pytest.mark.slow
 def test_record_holds_what_the_run_directory_says(mixed_night):
     _, records, tmp_path, experiment = mixed_night
     record = records["good"]
@@ -176,6 +177,7 @@ def test_a_launch_past_its_timeout_is_killed_and_infra_fail(tmp_path, experiment
     assert record.wall_time_s < 30
 
 
+@pytest.mark.slow
 def test_a_refused_launch_falls_back_to_the_checkout(mixed_night):
     """launch.py refused the config, so no run directory: the commit and versions are this checkout's."""
     record = mixed_night[1]["badcfg"]
@@ -186,6 +188,7 @@ def test_a_refused_launch_falls_back_to_the_checkout(mixed_night):
     assert {"python", "ppo", "fiddle"} <= set(record.versions)
 
 
+@pytest.mark.slow
 def test_a_launcher_that_cannot_start_is_infra_fail(tmp_path, experiment):
     suite = write_suite(tmp_path / "suite.json", [str(experiment)])
     done = run_cli("nightly.py", "run", suite, "--history", tmp_path / "history", "--runs-dir", tmp_path / "runs",
@@ -220,6 +223,7 @@ def test_a_rerun_the_same_night_gets_a_fresh_run_dir_and_supersedes(tmp_path, ex
     assert len(list((tmp_path / "history" / "nights" / NIGHT / ".superseded").iterdir())) == 1
 
 
+@pytest.mark.slow
 def test_run_dir_facts_from_launch_py_files(tmp_path):
     run_dir = launch_stand_in(tmp_path / "run")
     facts = read_run_dir(run_dir)
@@ -269,6 +273,7 @@ def test_record_with_explicit_checks_and_a_default_night(tmp_path):
     assert record.git_commit == "d" * 40 and len(record.night) == 10
 
 
+@pytest.mark.slow
 def test_record_without_checks_or_metrics(tmp_path):
     (tmp_path / "empty").mkdir()
     done = run_cli("nightly.py", "record", tmp_path / "empty", "--recipe", "r", "--history", tmp_path / "h",
