@@ -7,8 +7,10 @@ Writes into DIR (default SWEEP_DIR/report): trials.csv (one row per trial: swept
 steps reached, the metric at the sweep's step and its best, step time), configs.csv (one row per configuration,
 seeds aggregated: mean ± std and n, sorted best first), report.md (both tables), the figures as PNG and SVG
 (by_axis: the metric against each swept path with seed bands; heatmap: a two-path grid; curves: every trial;
-parallel: parallel coordinates; see ppo/sweep/figures.py), and report.html (a self-contained page: those figures,
-the metric curves of the K best configurations, both tables; nothing on it needs WebGL).  The configuration table
+parallel: parallel coordinates; history: the metric in trial order with the best so far; importance: each swept
+path's PED-ANOVA importance, also in importance.csv; see ppo/sweep/figures.py), and report.html (a
+self-contained page: those figures, the metric curves of the K best configurations, both tables; nothing on it
+needs WebGL).  The configuration table
 also goes to standard output.  It reads the sweep directory only, so it works while the sweep runs.
 
 --export-best writes the winning configuration (or the R-th) as an experiment file that launch.py runs.
@@ -51,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def write_report(results, out: Path, top: int) -> list[Path]:
     from ppo.sweep.figures import draw_figures
+    from ppo.sweep.importance import importances
     from ppo.sweep.page import render
     from ppo.sweep.results import markdown_table
 
@@ -60,20 +63,42 @@ def write_report(results, out: Path, top: int) -> list[Path]:
                   "attempts", "reason"]
     config_cols = ["rank", *results.axes, "mean ± std", "n", "best", "steps", "step_time", "done", "stopped",
                    "failed", "active", "config_id"]
+    scores = importances(results)
     markdown = "\n".join([
         f"# Sweep {sweep['id']}", "",
         f"{sweep['metric']} at step {sweep['step']} ({sweep['mode']}); base `{sweep['base']}`; "
-        f"{len(results.trials)} trial(s).", "",
-        "## Configurations (seeds aggregated, best first)", "", markdown_table(results.configs, config_cols), "",
+        f"{len(results.trials)} trial(s).", "", best_line(results), "",
+        "## Configurations (seeds aggregated, best first)", "",
+        "Configurations with seeds stopped early rank after the completed ones (`K stopped` in `mean ± std`).", "",
+        markdown_table(results.configs, config_cols), "",
+        "## Importance (PED-ANOVA over the completed configurations)", "",
+        markdown_table(scores) if scores is not None else "(too few completed configurations)", "",
         "## Trials", "", markdown_table(results.trials, trial_cols), "",
     ])
     paths = [out / "trials.csv", out / "configs.csv", out / "report.md", out / "report.html"]
     results.trials.to_csv(paths[0], index=False)
     results.configs.to_csv(paths[1], index=False)
+    if scores is not None:
+        scores.to_csv(out / "importance.csv", index=False)
+        paths.append(out / "importance.csv")
+    else:
+        (out / "importance.csv").unlink(missing_ok=True)
     paths[2].write_text(markdown)
     drawn = draw_figures(results, out)
     paths[3].write_text(render(results, top, drawn))
     return paths + [path for d in drawn for path in (d.png, d.svg)]
+
+
+def best_line(results) -> str:
+    """The best configuration so far, and whether its rank is that of a configuration that ran to the end."""
+    from ppo.sweep.results import config_label
+
+    ranked = results.configs.dropna(subset=["mean"])
+    if ranked.empty:
+        return "Best so far: none yet (no configuration has the metric at the sweep's step)."
+    best = ranked.iloc[0]
+    caveat = " (every configuration with the metric had a seed stopped early)" if best["stopped"] else ""
+    return f"Best so far: #{best['rank']} {config_label(results.axes, best)}: {best['mean ± std']}{caveat}."
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,8 @@ A sweep file (``sweeps/*.py``) defines ``SWEEP = Sweep(...)`` from the names exp
 to :mod:`ppo.sweep.cli`.
 
 - :mod:`~ppo.sweep.axes`: ``Grid``, ``Tied``, ``Points``, ``Random`` (``Uniform``, ``LogUniform``, ``Choice``).
+- :mod:`~ppo.sweep.search`: ``Search`` (``IntUniform`` besides the distributions above): an Optuna study chooses
+  the configurations one at a time.
 - :mod:`~ppo.sweep.stopping`: ``EarlyStopping`` (gates, ``Divergence``, ``SuccessiveHalving``/``MedianStopping``).
 - :mod:`~ppo.sweep.spec`: ``Sweep``, ``Budget``, loading a sweep file.
 - :mod:`~ppo.sweep.trials`: trials and their ids.
@@ -19,8 +21,9 @@ Importing this package loads no Fiddle (the sweep-file names only).
 """
 
 from ppo.sweep.axes import Choice, Grid, LogUniform, Points, Random, Tied, Uniform
+from ppo.sweep.search import IntUniform, Search
 from ppo.sweep.spec import Budget, Sweep
 from ppo.sweep.stopping import Divergence, EarlyStopping, MedianStopping, SuccessiveHalving
 
-__all__ = ["Budget", "Choice", "Divergence", "EarlyStopping", "Grid", "LogUniform", "MedianStopping", "Points",
-           "Random", "SuccessiveHalving", "Sweep", "Tied", "Uniform"]
+__all__ = ["Budget", "Choice", "Divergence", "EarlyStopping", "Grid", "IntUniform", "LogUniform", "MedianStopping",
+           "Points", "Random", "Search", "SuccessiveHalving", "Sweep", "Tied", "Uniform"]

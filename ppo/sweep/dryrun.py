@@ -8,6 +8,7 @@ from ppo.config.paths import ABSENT
 from ppo.config.printing import format_value
 from ppo.launch.report import executor_line, plan_table
 from ppo.sweep.plan import SweepPlan, gpu_hours, trial_gpus
+from ppo.sweep.search import storage_url
 
 
 def _change_line(path: str, old, new) -> str:
@@ -35,7 +36,8 @@ def stopping_summary(plan: SweepPlan) -> str:
 
 
 def resources_text(plan: SweepPlan) -> list[str]:
-    n = len(plan.trials)
+    search = plan.loaded.spec.search
+    n = len(plan.trials) if search is None else search.n_trials * len(plan.loaded.spec.seeds)
     first = plan.trials[0].prepared if plan.trials else plan.base
     lines = ["each trial:", plan_table(first.plan), f"executor: {executor_line(first.executor)}"]
     gpus = trial_gpus(first)
@@ -56,20 +58,33 @@ def resources_text(plan: SweepPlan) -> list[str]:
 def dry_run_text(plan: SweepPlan, sweep_dir: Path, sbatch: str | None = None) -> str:
     loaded, spec = plan.loaded, plan.loaded.spec
     points = len({t.trial.config_id for t in plan.trials})
+    search = spec.search
+    if search is not None:
+        count = (f"trials:     up to {search.n_trials * len(spec.seeds)} = {search.n_trials} configuration(s) "
+                 f"chosen by the study x {len(spec.seeds)} seed(s); executor {plan.kind}, {plan.max_parallel} at a "
+                 f"time")
+    else:
+        count = (f"trials:     {len(plan.trials)} = {points} configuration(s) x {len(spec.seeds)} seed(s); executor "
+                 f"{plan.kind}, {plan.max_parallel} at a time")
     parts = [
         f"sweep:      {loaded.path} (id {loaded.name})",
         f"base:       {loaded.base_path}",
         f"metric:     {spec.metric} at step {spec.step} ({spec.mode})",
         f"stopping:   {stopping_summary(plan)}",
-        f"trials:     {len(plan.trials)} = {points} configuration(s) x {len(spec.seeds)} seed(s); executor "
-        f"{plan.kind}, {plan.max_parallel} at a time",
+        count,
         f"sweep dir:  {sweep_dir} (not created by --dry-run)",
         "",
         "== common to every trial (changes from the base file)",
     ]
     common = plan.base.edits.changes()
     parts += [f"  {c.path} = {format_value(c.new)}  # <- {source}" for c, source in common] or ["  (none)"]
+    if search is not None:
+        parts += ["", f"== search: {search.sampler} sampler (seed {search.seed}), study in "
+                      f"{storage_url(search, sweep_dir)}; each bound below was prepared like a trial's override"]
+        parts += [f"  {line}" for line in search.describe()]
     parts += ["", "== trials (id, seed, overrides; then the flattened difference from the common base)"]
+    if search is not None:
+        parts.append("  (chosen one at a time by the study, from every result so far)")
     for planned in plan.trials:
         trial = planned.trial
         shown = " ".join(f"{p}={v!r}" for p, v in trial.point.items()) or "(base)"

@@ -9,7 +9,12 @@
 - ``curves``: every trial's metric against the step, coloured by its configuration's rank (the 10 best; the rest
   grey), dashed when the trial is not done (stopped, failed, still running), the sweep's step marked.
 - ``parallel``: parallel coordinates of the trials that have the metric: one vertical axis per swept path, then
-  the seed and the metric, one line per trial coloured by the metric (the best bright).
+  the seed and the metric, one line per trial coloured by the metric (the best bright; dashed: stopped early).
+- ``history``: each configuration's metric in the order it was tried, the best so far as a step line.
+- ``importance``: each swept path's importance to the metric (:mod:`ppo.sweep.importance`), as bars.
+
+Configurations with a stopped seed are marked wherever they appear (a hollow ✕ in ``by_axis`` and ``history``,
+``K stopped`` in heatmap cells and the curves' legend), and titles are wrapped to the figure's width.
 
 A numeric path spanning two decades or more is drawn on a log scale; text, booleans, None (and numbers mixed with
 them) as evenly spaced categories. A figure with nothing to show is not drawn, and a file of that name left by an
@@ -19,6 +24,7 @@ earlier report is removed. The figures use :class:`matplotlib.figure.Figure` dir
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +34,7 @@ from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ppo.sweep.results import SweepResults, config_label
 
@@ -102,8 +109,17 @@ def by_axis_figure(results: SweepResults) -> Figure | None:
         _axis_panel(ax, results, configs, axis)
     for ax in panels[len(results.axes):]:
         ax.set_visible(False)
-    fig.suptitle(f"{_metric_label(results)}: mean ± std over seeds (band), one dot per seed", fontsize=11)
+    title = f"{_metric_label(results)}: mean ± std over seeds (band), one dot per seed"
+    if (configs["stopped"] > 0).any():
+        title += "; ✕ a configuration with stopped seeds (ranked after the completed ones)"
+    fig.suptitle(fitted(title, fig.get_figwidth(), 11), fontsize=11)
     return fig
+
+
+def fitted(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` wrapped to lines that fit ``width_in`` inches at ``fontsize`` points (an average glyph is about
+    0.55 em wide), so a title is never cut at the figure's edges."""
+    return "\n".join(textwrap.wrap(text, max(20, int(width_in * 72 / (0.55 * fontsize)))))
 
 
 def _determines(configs, axis: str, other: str) -> bool:
@@ -130,6 +146,10 @@ def _axis_panel(ax, results: SweepResults, configs, axis: str) -> None:
         seeds = results.trials[results.trials["config_id"].isin([c["config_id"] for c in members])]
         seeds = seeds.dropna(subset=["metric"])
         ax.scatter([scale.position(v) for v in seeds[axis]], seeds["metric"], color=color, s=12, alpha=0.7, zorder=3)
+        cut = [c for c in members if c["stopped"] > 0]
+        if cut:
+            ax.scatter([scale.position(c[axis]) for c in cut], [c["mean"] for c in cut], marker="X", s=70,
+                       facecolor="white", edgecolor=color, linewidth=1.2, zorder=4)
     if scale.log:
         ax.set_xscale("log")
     if scale.categories:
@@ -163,7 +183,8 @@ def heatmap_figure(results: SweepResults) -> Figure | None:
             text, color = "—", "#444444"
             if not math.isnan(config["mean"]):
                 spread = f"± {config['std']:.2g}" if config["n"] > 1 else "(n=1)"
-                text = f"{config['mean']:.3g}\n{spread}"
+                text = f"{config['mean']:.3g}\n{spread}" + (f"\n{config['stopped']} stopped" if config["stopped"]
+                                                             else "")
                 red, green, blue, _ = cmap(image.norm(config["mean"]))
                 color = "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color=color)
@@ -171,7 +192,8 @@ def heatmap_figure(results: SweepResults) -> Figure | None:
     ax.set_yticks(range(len(row_values)), [_tick(v) for v in row_values])
     ax.set_xlabel(col_axis)
     ax.set_ylabel(row_axis)
-    ax.set_title(f"{_metric_label(results)}: mean ± std over seeds", fontsize=10)
+    ax.set_title(fitted(f"{_metric_label(results)}: mean ± std over seeds", fig.get_figwidth() - 1.5, 10),
+                 fontsize=10)
     fig.colorbar(image, ax=ax, label=results.metric)
     return fig
 
@@ -186,7 +208,8 @@ def curves_figure(results: SweepResults) -> Figure | None:
     for _, config in results.configs.iterrows():
         rank = int(config["rank"])
         coloured = rank <= PALETTE.N
-        label = f"#{rank} {config_label(results.axes, config)}" if coloured else None
+        stopped = f" ({config['stopped']} stopped)" if config["stopped"] else ""
+        label = f"#{rank} {config_label(results.axes, config)}{stopped}" if coloured else None
         if not coloured and not grey_labelled:
             label, grey_labelled = f"rank > {PALETTE.N}", True
         for _, trial in results.trials[results.trials["config_id"] == config["config_id"]].iterrows():
@@ -238,9 +261,9 @@ def parallel_figure(results: SweepResults) -> Figure | None:
     fig = Figure(figsize=(max(6.0, 1.9 * len(columns) + 1.5), 4.2), layout="constrained")
     ax = fig.subplots()
     cmap, norm = _cmap(results), Normalize(rows["metric"].min(), rows["metric"].max())
-    for k, value in enumerate(rows["metric"]):
+    for k, (value, status) in enumerate(zip(rows["metric"], rows["status"])):
         ax.plot(range(len(columns)), [positions[k] for positions, _, _ in coordinates], color=cmap(norm(value)),
-                linewidth=1.4, alpha=0.85)
+                linewidth=1.4, alpha=0.85, linestyle="--" if status == "stopped" else "-")
     for i, (_, ticks, _) in enumerate(coordinates):
         ax.axvline(i, color="#444444", linewidth=0.8, zorder=0)
         for position, label in ticks:
@@ -252,8 +275,58 @@ def parallel_figure(results: SweepResults) -> Figure | None:
     ax.set_ylim(-0.06, 1.06)
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
-    ax.set_title(f"{len(rows)} trial(s) with {_metric_label(results)}, coloured by it", fontsize=10)
+    stopped = " (dashed: stopped early)" if (rows["status"] == "stopped").any() else ""
+    ax.set_title(fitted(f"{len(rows)} trial(s) with {_metric_label(results)}, coloured by it{stopped}",
+                        fig.get_figwidth() - 1.0, 10), fontsize=10)
     fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=results.metric, fraction=0.03)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- search history
+def history_figure(results: SweepResults) -> Figure | None:
+    """Each configuration's metric in the order it was tried (the study's trial number in a search), with the best
+    so far among the completed ones as a step line; configurations with stopped seeds as hollow ✕."""
+    configs = results.configs.dropna(subset=["mean"]).sort_values("order", kind="stable")
+    if configs.empty:
+        return None
+    configs = configs.assign(order=range(1, len(configs) + 1))
+    fig = Figure(figsize=(7.0, 3.8), layout="constrained")
+    ax = fig.subplots()
+    complete = configs[configs["stopped"] == 0]
+    cut = configs[configs["stopped"] > 0]
+    ax.scatter(complete["order"], complete["mean"], color=PALETTE(0), s=22, zorder=3, label="configuration")
+    if not cut.empty:
+        ax.scatter(cut["order"], cut["mean"], marker="X", s=60, facecolor="white", edgecolor=PALETTE(3),
+                   zorder=3, label="with stopped seeds")
+    if not complete.empty:
+        best = list(complete["mean"].cummax() if results.maximize else complete["mean"].cummin())
+        ax.step([*complete["order"], len(configs)], [*best, best[-1]], where="post", color=PALETTE(1),
+                linewidth=1.5, label="best so far")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("configuration, in the order tried")
+    ax.set_ylabel(_metric_label(results), fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(fitted(f"search history: {len(configs)} configuration(s) with the metric", 6.0, 10), fontsize=10)
+    return fig
+
+
+def importance_figure(results: SweepResults) -> Figure | None:
+    from ppo.sweep.importance import importances
+
+    table = importances(results)
+    if table is None or table.empty:
+        return None
+    fig = Figure(figsize=(6.4, 0.45 * len(table) + 1.4), layout="constrained")
+    ax = fig.subplots()
+    ax.barh(range(len(table)), table["importance"], color=PALETTE(0))
+    ax.set_yticks(range(len(table)), list(table["path"]), fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("importance (PED-ANOVA, sums to 1)")
+    for i, value in enumerate(table["importance"]):
+        ax.text(value, i, f" {value:.2f}", va="center", fontsize=8)
+    ax.set_xlim(0, max(1.0, float(table["importance"].max()) * 1.15))
+    ax.set_title(fitted(f"which hyperparameter mattered to {results.metric}", 5.0, 10), fontsize=10)
     return fig
 
 
@@ -262,6 +335,8 @@ FIGURES: dict[str, tuple[str, Callable[[SweepResults], Figure | None]]] = {
     "heatmap": ("the two swept paths as a grid: mean ± std over seeds per configuration", heatmap_figure),
     "curves": ("every trial's curve, coloured by its configuration's rank", curves_figure),
     "parallel": ("parallel coordinates: one line per trial, coloured by the metric", parallel_figure),
+    "history": ("the metric in the order configurations were tried, and the best so far", history_figure),
+    "importance": ("each swept path's importance to the metric (PED-ANOVA)", importance_figure),
 }
 
 

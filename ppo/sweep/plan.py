@@ -31,8 +31,9 @@ from ppo.config.printing import Change, diff
 from ppo.launch.executors import SlurmExecutor
 from ppo.launch.prepare import Prepared, Request, prepare
 from ppo.launch.rundir import safe_name
+from ppo.sweep.search import check_storage
 from ppo.sweep.spec import LoadedSweep
-from ppo.sweep.trials import Trial, make_trials
+from ppo.sweep.trials import Trial, config_id, make_trials, override_text, trial_id
 
 RAY_PORT_SPAN = 1000
 """SLURM trial i uses Ray port ``base + i % RAY_PORT_SPAN``."""
@@ -57,6 +58,8 @@ class SweepPlan:
     trials: list[PlannedTrial]
     max_parallel: int
     extra_overrides: list[str]
+    group: list[str] = dataclasses.field(default_factory=list)
+    """The wandb group override every trial gets (empty when the base has no such path)."""
 
     @property
     def kind(self) -> str:
@@ -102,7 +105,7 @@ def plan_sweep(loaded: LoadedSweep, executor: str | None = None, extra_overrides
     ``dry_run`` is handed to :func:`~ppo.launch.prepare.prepare` (a SLURM dry run only reports missing input paths).
     """
     spec = loaded.spec
-    trials = make_trials(loaded, extra_overrides)
+    trials = [] if spec.search is not None else make_trials(loaded, extra_overrides)
     common = [*spec.overrides, *extra_overrides]
     try:
         base = _prepare(loaded, common, executor, dry_run)
@@ -111,7 +114,8 @@ def plan_sweep(loaded: LoadedSweep, executor: str | None = None, extra_overrides
             base = _prepare(loaded, [*common, *group], executor, dry_run)
     except ConfigError as err:
         raise ConfigError(f"the sweep's base ({spec.base}): {err}") from None
-    for path in dict.fromkeys([*(p for t in trials for p in t.point), spec.seed_path]):
+    searched = list(spec.search.space) if spec.search is not None else []
+    for path in dict.fromkeys([*(p for t in trials for p in t.point), *searched, spec.seed_path]):
         try:
             locate(base.cfg, path)
         except ConfigError as err:
@@ -125,10 +129,44 @@ def plan_sweep(loaded: LoadedSweep, executor: str | None = None, extra_overrides
         except ConfigError as err:
             raise ConfigError(f"trial {trial.id} ({trial.label()}): {err}") from None
         planned.append(PlannedTrial(trial, prepared, diff(base.cfg, prepared.cfg)))
+    if spec.search is not None:
+        parallel = max_parallel or spec.max_parallel or 1
+        plan = SweepPlan(loaded, base, planned, max(1, min(parallel, spec.search.n_trials * len(spec.seeds))),
+                         list(extra_overrides), group)
+        _check_search(plan, executor, dry_run)
+        return plan
     parallel = max_parallel or spec.max_parallel or (len(planned) if isinstance(base.executor, SlurmExecutor) else 1)
-    plan = SweepPlan(loaded, base, planned, max(1, min(parallel, len(planned) or 1)), list(extra_overrides))
+    plan = SweepPlan(loaded, base, planned, max(1, min(parallel, len(planned) or 1)), list(extra_overrides), group)
     _check_gpu_budget(plan)
     return plan
+
+
+def plan_trial(plan: SweepPlan, point: dict, seed: int, index: int, executor: str | None = None,
+               dry_run: bool = False) -> PlannedTrial:
+    """One trial of a search, prepared in full like an expanded sweep's (its point chosen by the study)."""
+    loaded, spec = plan.loaded, plan.loaded.spec
+    common = [*spec.overrides, *plan.extra_overrides]
+    tid = trial_id(point, seed, common, spec.fiddlers)
+    texts = (*common, *(override_text(p, v) for p, v in point.items()), override_text(spec.seed_path, seed))
+    trial = Trial(tid, index, dict(point), seed, config_id(point, common, spec.fiddlers), texts)
+    prepared = _prepare(loaded, [*trial.overrides, *plan.group], executor or plan.kind, dry_run)
+    return PlannedTrial(trial, prepared, diff(plan.base.cfg, prepared.cfg))
+
+
+def _check_search(plan: SweepPlan, executor: str | None, dry_run: bool) -> None:
+    """Each end of every searched range (each Choice option) is prepared like a trial: a bound the base refuses
+    fails here, named; a database the study names must open; searches run their trials locally."""
+    search = plan.loaded.spec.search
+    if plan.is_slurm:
+        raise ConfigError("a Search runs its trials on this machine for now; pass --executor local (SLURM arrays "
+                          "are for expanded axes)")
+    for point in search.bounds():
+        try:
+            plan_trial(plan, point, plan.loaded.spec.seeds[0], 0, executor, dry_run)
+        except ConfigError as err:
+            shown = " ".join(override_text(p, v) for p, v in point.items())
+            raise ConfigError(f"Search bounds ({shown}): {err}") from None
+    check_storage(search)
 
 
 def trial_gpus(prepared: Prepared) -> int | None:

@@ -3,11 +3,15 @@
 Trial table columns: ``trial``, ``config_id``, one column per swept path, ``seed``, ``status``, ``reason``,
 ``steps`` (the last step logged), ``metric`` (at the sweep's step: the value at the largest logged step not after
 it, provided the trial got that far; NaN otherwise), ``best`` and ``best_step`` (over every logged step, in the
-sweep's direction), ``step_time`` (the mean of ``step_time_metric``), ``attempts`` and ``run_dir``.
+sweep's direction), ``step_time`` (the mean of ``step_time_metric``), ``attempts``, ``run_dir`` and ``order`` (the
+study's trial number in a search, else the trial's place in ``state.json``: the order trials were planned).
 
 Configuration table: the swept paths, ``n`` (seeds with a metric), ``trials``, ``mean``, ``std`` (sample standard
-deviation, NaN for one seed), ``mean ± std``, ``best``, ``steps`` (the most any seed reached), ``step_time``, and
-how many trials are done / stopped / failed / running or pending; sorted best first (NaN last).
+deviation, NaN for one seed), ``mean ± std``, ``best``, ``steps`` (the most any seed reached), ``step_time``, how
+many trials are done / stopped / failed / running or pending, and ``order`` (its first trial's).  Sorted best
+first, in three blocks: the configurations none of whose seeds was stopped, then those with a stopped seed that
+still has a metric (a trial stopped late, or a surviving seed: their ``mean ± std`` says ``K stopped``), then those
+without a metric.  A configuration that early stopping judged poor never ranks above one that ran to the end.
 """
 
 from __future__ import annotations
@@ -56,7 +60,8 @@ def _cell(value):
     return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
 
 
-def _trial_row(sweep_dir: Path, trial_id: str, record: dict, axes: list[str], sweep: dict) -> tuple[dict, dict]:
+def _trial_row(sweep_dir: Path, trial_id: str, record: dict, axes: list[str], sweep: dict,
+               position: int) -> tuple[dict, dict]:
     metric, step, maximize = sweep["metric"], sweep["step"], sweep["mode"] == "max"
     try:
         data = load_metrics(sweep_dir / record.get("run_dir", f"trials/{trial_id}"))
@@ -76,7 +81,8 @@ def _trial_row(sweep_dir: Path, trial_id: str, record: dict, axes: list[str], sw
            "best": finite[best_step] if best_step is not None else math.nan,
            "best_step": best_step if best_step is not None else math.nan,
            "step_time": sum(times) / len(times) if times else math.nan,
-           "attempts": record.get("attempts", 0), "run_dir": record.get("run_dir", "")}
+           "attempts": record.get("attempts", 0), "run_dir": record.get("run_dir", ""),
+           "order": record["search"] if record.get("search") is not None else position}
     return row, {int(s): v for s, v in series.items()}
 
 
@@ -85,13 +91,13 @@ def load_results(sweep_dir: str | Path) -> SweepResults:
     sweep, state = read_sweep_dir(sweep_dir)
     axes = axis_columns(sweep, state)
     rows, curves = [], {}
-    for trial_id, record in state.get("trials", {}).items():
-        row, curve = _trial_row(sweep_dir, trial_id, record, axes, sweep)
+    for position, (trial_id, record) in enumerate(state.get("trials", {}).items()):
+        row, curve = _trial_row(sweep_dir, trial_id, record, axes, sweep, position)
         rows.append(row)
         if curve:
             curves[trial_id] = curve
     columns = ["trial", "config_id", *axes, "seed", "status", "reason", "steps", "metric", "best", "best_step",
-               "step_time", "attempts", "run_dir"]
+               "step_time", "attempts", "run_dir", "order"]
     trials = pd.DataFrame(rows, columns=columns)
     for axis in axes:  # keep None as None (not NaN) and ints as ints, as the sweep set them
         trials[axis] = pd.Series([row[axis] for row in rows], dtype=object)
@@ -105,7 +111,7 @@ def load_results(sweep_dir: str | Path) -> SweepResults:
 
 def config_table(trials: pd.DataFrame, axes: list[str], maximize: bool) -> pd.DataFrame:
     columns = ["rank", "config_id", *axes, "n", "trials", "mean", "std", "mean ± std", "best", "steps", "step_time",
-               "done", "stopped", "failed", "active"]
+               "done", "stopped", "failed", "active", "order"]
     if trials.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -121,13 +127,18 @@ def config_table(trials: pd.DataFrame, axes: list[str], maximize: bool) -> pd.Da
             "best": best, "steps": group["steps"].max(), "step_time": group["step_time"].mean(),
             "done": int((status == "done").sum()), "stopped": int((status == "stopped").sum()),
             "failed": int((status == "failed").sum()), "active": int(status.isin(["pending", "running"]).sum()),
+            "order": int(group["order"].min()),
         })
     table = pd.DataFrame(rows)
     for axis in axes:
         table[axis] = pd.Series([row[axis] for row in rows], dtype=object)
-    table["mean ± std"] = [format_mean_std(m, s, n) for m, s, n in zip(table["mean"], table["std"], table["n"])]
-    table = table.sort_values(["mean", "best"], ascending=not maximize, na_position="last", kind="stable")
-    table = table.reset_index(drop=True)
+    table["mean ± std"] = [format_mean_std(m, s, n, k) for m, s, n, k in
+                           zip(table["mean"], table["std"], table["n"], table["stopped"])]
+    order = pd.DataFrame({"no_metric": table["mean"].isna(), "stopped": table["stopped"] > 0,
+                          "mean": table["mean"], "best": table["best"]})
+    order = order.sort_values(["no_metric", "stopped", "mean", "best"], ascending=[True, True, not maximize,
+                              not maximize], na_position="last", kind="stable")
+    table = table.loc[order.index].reset_index(drop=True)
     table["rank"] = range(1, len(table) + 1)
     return table[columns]
 
@@ -137,12 +148,15 @@ def config_label(axes: list[str], config) -> str:
     return " ".join(f"{a}={config[a]}" for a in axes) or "base"
 
 
-def format_mean_std(mean: float, std: float, n: int) -> str:
+def format_mean_std(mean: float, std: float, n: int, stopped: int = 0) -> str:
+    """``mean ± std (n=N)``, with ``, K stopped`` when early stopping cut K of the configuration's seeds short
+    (what is left is the seeds that survived: the mean flatters the configuration)."""
     if n == 0 or math.isnan(mean):
         return "—"
+    cut = f", {stopped} stopped" if stopped else ""
     if n == 1 or math.isnan(std):
-        return f"{mean:.4g} (n=1)"
-    return f"{mean:.4g} ± {std:.2g} (n={n})"
+        return f"{mean:.4g} (n=1{cut})"
+    return f"{mean:.4g} ± {std:.2g} (n={n}{cut})"
 
 
 def markdown_table(frame: pd.DataFrame, columns: list[str] | None = None) -> str:

@@ -11,10 +11,14 @@ One call of :meth:`SweepRunner.run` (what ``launch.py SWEEP_FILE`` does after va
    about; a trial whose job ended meanwhile gets its outcome;
 4. launches every trial that is ``pending`` without a live job, or ``failed`` (resubmission), once per call:
    locally ``max_parallel`` at a time, on SLURM as one job array with that concurrency;
-5. polls every ``poll_s`` seconds: outcomes of ended jobs, then the early-stopping rules on the running trials'
-   ``metrics.jsonl`` (:mod:`ppo.sweep.stopping`); a stopped trial is cancelled (local: its process tree killed by
-   PID; SLURM: ``scancel`` through submitit) and recorded with the reason;
-6. ends when no trial is pending or running, printing one line per trial.  ``detach`` (SLURM) returns once the
+5. watches the running trials: outcomes of ended jobs (local jobs every :data:`WATCH_S` seconds, SLURM's every
+   ``poll_s`` seconds), and the early-stopping rules on the running trials' ``metrics.jsonl`` every :data:`WATCH_S`
+   seconds (:mod:`ppo.sweep.stopping`), so a trial is judged as soon as it logs a rung; a stopped trial is
+   cancelled (local: its process tree killed by PID; SLURM: ``scancel`` through submitit) and recorded with the
+   reason, the step that decided it (``stop_step``) and the steps it logged after that (``overrun``);
+6. shows each running trial's step, latest metric and ETA, and the best so far (:mod:`ppo.sweep.progress`): in
+   place on a terminal, as periodic lines in a log;
+7. ends when no trial is pending or running, printing one line per trial.  ``detach`` (SLURM) returns once the
    array is submitted; running the same command again re-attaches.
 
 Each trial's ``launch.json`` gets ``"sweep": {"id", "dir", "trial"}``; its wandb group is set by the plan
@@ -27,6 +31,7 @@ call resumes them) and leaves SLURM trials running.
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import sys
@@ -36,12 +41,17 @@ from typing import TextIO
 
 from ppo.config.errors import ConfigError
 from ppo.launch.rundir import GitState, git_state, read_json, write_json, write_run_dir
-from ppo.metrics import MetricsFormatError, load_metrics
+from ppo.metrics import MetricsFormatError, last_step, load_metrics
 from ppo.sweep import slurm as slurm_trials
 from ppo.sweep.local import LocalTrials, outcome
-from ppo.sweep.plan import PlannedTrial, SweepPlan
-from ppo.sweep.state import FAILED, FINISHED, PENDING, RUNNING, STOPPED, SWEEP_FILE, SweepState, now
-from ppo.sweep.stopping import judge
+from ppo.sweep.plan import PlannedTrial, SweepPlan, plan_trial
+from ppo.sweep.progress import Progress, Running, progress_lines
+from ppo.sweep.search import open_study, optuna_distributions, storage_url
+from ppo.sweep.state import DONE, FAILED, FINISHED, PENDING, RUNNING, STOPPED, SWEEP_FILE, SweepState, now
+from ppo.sweep.stopping import judge, value_at
+
+WATCH_S = 0.25
+"""Seconds between looks at the running trials' metrics files (a ``stat`` each; re-read only when changed)."""
 
 
 def sweep_record(plan: SweepPlan, sweep_dir: Path) -> dict:
@@ -57,7 +67,11 @@ def sweep_record(plan: SweepPlan, sweep_dir: Path) -> dict:
         "max_parallel": plan.max_parallel,
         "common_overrides": [*spec.overrides, *plan.extra_overrides],
         "fiddlers": list(spec.fiddlers),
-        "axes": list(dict.fromkeys(p for t in plan.trials for p in t.trial.point)),
+        "axes": list(dict.fromkeys([*(spec.search.space if spec.search else ()),
+                                    *(p for t in plan.trials for p in t.trial.point)])),
+        "search": None if spec.search is None else {
+            "sampler": spec.search.sampler, "n_trials": spec.search.n_trials, "seed": spec.search.seed,
+            "storage": storage_url(spec.search, sweep_dir), "space": spec.search.describe()},
         "trials": [{"id": t.trial.id, "config_id": t.trial.config_id, "point": t.trial.point, "seed": t.trial.seed,
                     "overrides": t.overrides} for t in plan.trials],
     }
@@ -76,15 +90,21 @@ class SweepRunner:
         self.local = LocalTrials()
         self._metrics: dict[str, tuple[tuple, dict]] = {}
         self._order = {t.trial.id: t for t in plan.trials}
+        self.search = plan.loaded.spec.search
+        self.study = None
+        self.progress = Progress(self.out, self.poll_s, f"[sweep {plan.loaded.name}]")
 
     # ------------------------------------------------------------------ output
     def say(self, message: str) -> None:
+        self.progress.clear()
         print(f"[sweep {self.plan.loaded.name}] {message}", file=self.out, flush=True)
 
     def _changed(self, trial_id: str, state: str, reason: str | None = None, **fields) -> None:
         if self.state.set(trial_id, state, reason, **fields):
             label = self._order[trial_id].trial.label() if trial_id in self._order else ""
             self.say(f"{trial_id} {state}{': ' + reason if reason else ''}  [{label}]")
+            if self.study is not None and state in (DONE, STOPPED):
+                self._tell(self.state.trials[trial_id].get("search"))
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -95,6 +115,8 @@ class SweepRunner:
                               f"choose another --run-dir")
         if previous is None and self.dir.exists() and any(p.name != ".lock" for p in self.dir.iterdir()):
             raise ConfigError(f"{self.dir} exists and is not a sweep directory; choose another --run-dir")
+        if self.search is not None:
+            self._open_study()
         write_json(self.dir / SWEEP_FILE, sweep_record(self.plan, self.dir))
         shutil.copyfile(self.plan.loaded.path, self.dir / "sweep.py")
         for planned in self.plan.trials:
@@ -125,8 +147,8 @@ class SweepRunner:
 
     def _create(self, planned: PlannedTrial, run_dir: Path, git: GitState) -> None:
         argv = [str(self.plan.loaded.base_path), *planned.overrides, "--executor", self.plan.kind]
-        if run_dir.exists() and not any(run_dir.iterdir()):
-            run_dir.rmdir()
+        if run_dir.exists() and not (run_dir / "config.json").exists():
+            shutil.rmtree(run_dir)  # left half-written by a driver killed while writing it: no job ever ran there
         write_run_dir(planned.prepared, argv, run_dir, git)
         record = read_json(run_dir / "launch.json")
         record["sweep"] = {"id": self.plan.loaded.name, "dir": str(self.dir), "trial": planned.trial.id}
@@ -196,6 +218,8 @@ class SweepRunner:
                  f"(at most {self.plan.max_parallel} at a time)")
 
     def launch_local(self, queue: list[str]) -> None:
+        while not queue and len(self.local) < self.plan.max_parallel and self._asked() < self.search_trials():
+            queue += self._ask()
         while queue and len(self.local) < self.plan.max_parallel:
             trial_id = queue.pop(0)
             record = self.state.trials[trial_id]
@@ -222,6 +246,12 @@ class SweepRunner:
         return data
 
     def apply_stopping(self) -> None:
+        """Judge every running trial on what it has logged; cancel the ones a rule stops.
+
+        Called every :data:`WATCH_S` seconds: the metrics files are re-read only when they changed, so a trial is
+        judged within a fraction of a second of logging a rung, and stopped before it logs another step unless its
+        steps are shorter than that.  ``overrun`` in the trial's record counts the steps it logged after the step
+        that decided the stop (0 when the stop landed in time)."""
         spec = self.plan.loaded.spec
         if spec.stopping is None:
             return
@@ -229,14 +259,23 @@ class SweepRunner:
         if not running:
             return
         others = {t: self._data(t) for t in self.state.trials}
+        changed = False
         for trial_id in running:
             record = self.state.trials[trial_id]
             verdict = judge(spec.stopping, trial_id, others[trial_id], others, spec.metric, spec.maximize,
                             record.get("rungs", {}), record.get("gates", []))
+            changed |= (verdict.rungs, verdict.gates) != (record.get("rungs", {}), record.get("gates", []))
+            if self.study is not None:
+                self._report_rungs(record, set(verdict.rungs) - set(record.get("rungs", {})), others[trial_id])
             record["rungs"], record["gates"] = verdict.rungs, verdict.gates
-            if verdict.stop and self.cancel(trial_id):
-                self._changed(trial_id, STOPPED, verdict.reason, job_live=False)
-        self.state.save()
+            if verdict.stop:
+                decided = last_step(others[trial_id])
+                if self.cancel(trial_id):
+                    after = last_step(self._data(trial_id))
+                    self._changed(trial_id, STOPPED, verdict.reason, job_live=False, stop_step=decided,
+                                  overrun=(after or 0) - (decided or 0))
+        if changed:
+            self.state.save()
 
     def cancel(self, trial_id: str) -> bool:
         """Stop the trial's job; False when it had ended already (its outcome is then recorded, not a stop)."""
@@ -254,6 +293,136 @@ class SweepRunner:
             return False
         self.local.stop(trial_id)
         return True
+
+    # ------------------------------------------------------------------ search (ppo.sweep.search)
+    def search_trials(self) -> int:
+        """How many configurations the study may ask for (0 for an expanded sweep)."""
+        return 0 if self.search is None else self.search.n_trials
+
+    def _asked(self) -> int:
+        """Configurations the study handed out: run, or refused (the base refused them, or they repeat one)."""
+        numbers = {r["search"] for r in self.state.trials.values() if r.get("search") is not None}
+        return len(numbers | {r["search"] for r in self.state.data.get("refused", [])})
+
+    def _refuse(self, number: int, point: dict, reason: str) -> None:
+        from optuna.trial import TrialState
+
+        self.study.tell(number, state=TrialState.FAIL)
+        self.say(f"study trial {number} refused: {reason}")
+        self.state.data.setdefault("refused", []).append({"search": number, "point": point, "reason": reason})
+        self.state.save()
+
+    def _open_study(self) -> None:
+        """Load (or create) the study, re-plan the trials it asked for earlier, and mark failed the study's trials
+        that a driver asked for but died before recording (so none is left running forever)."""
+        spec = self.plan.loaded.spec
+        self.study = open_study(self.search, self.dir, self.plan.loaded.name, spec.maximize)
+        for trial_id, record in self.state.trials.items():
+            if record.get("search") is not None and trial_id not in self._order:
+                planned = plan_trial(self.plan, record["point"], record["seed"], len(self.plan.trials))
+                self.plan.trials.append(planned)
+                self._order[trial_id] = planned
+        known = {r["search"] for r in self.state.trials.values() if r.get("search") is not None}
+        held = len(self.study.get_trials(deepcopy=False))
+        if known and max(known) >= held:
+            raise ConfigError(f"{self.dir}/state.json records study trial {max(known)}, but the study in "
+                              f"{storage_url(self.search, self.dir)} holds {held} trial(s); run the sweep with the "
+                              f"study it started with, or in a new directory (--run-dir)")
+        from optuna.trial import TrialState
+
+        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if frozen.number not in known:
+                self.study.tell(frozen.number, state=TrialState.FAIL)
+                self.say(f"study trial {frozen.number} was asked for but never started; marked failed")
+        for number in known:
+            self._tell(number)  # outcomes a driver recorded but died before telling
+
+    def _ask(self) -> list[str]:
+        """Ask the study for the next configuration; its trials (one per seed) are planned, recorded and created."""
+        spec = self.plan.loaded.spec
+        asked = self.study.ask(optuna_distributions(self.search))
+        point = {path: asked.params[path] for path in self.search.space}
+        ids = []
+        git = self.git or git_state()
+        planned_seeds = []
+        for seed in spec.seeds:
+            try:
+                planned = plan_trial(self.plan, point, seed, len(self.plan.trials) + len(planned_seeds))
+            except ConfigError as err:
+                self._refuse(asked.number, point, str(err))
+                return []
+            if planned.trial.id in self.state.trials:
+                earlier = self.state.trials[planned.trial.id].get("search")
+                self._refuse(asked.number, point, f"repeats the configuration of study trial {earlier}")
+                return []
+            planned_seeds.append(planned)
+        for planned in planned_seeds:
+            trial = planned.trial
+            self.plan.trials.append(planned)
+            self._order[trial.id] = planned
+            self.state.add(trial.id, point=trial.point, seed=trial.seed, config_id=trial.config_id,
+                           label=trial.label(), run_dir=f"trials/{trial.id}", executor=self.plan.kind,
+                           search=asked.number)
+            self._create(planned, self.state.run_dir(trial.id), git)
+            ids.append(trial.id)
+        self.state.save()
+        self.say(f"study trial {asked.number}: " + " ".join(f"{p}={v!r}" for p, v in point.items()))
+        return ids
+
+    def _value(self, trial_id: str) -> float | None:
+        spec = self.plan.loaded.spec
+        data = self._data(trial_id)
+        reached = last_step(data)
+        if reached is None or reached < spec.step:
+            return None
+        value = value_at(data.get(spec.metric, {}), spec.step)
+        return value if value is not None and math.isfinite(value) else None
+
+    def _tell(self, number: int | None) -> None:
+        """Tell the study how configuration ``number`` ended, once every seed of it has: the mean metric over the
+        seeds that reached the sweep's step, or pruned when early stopping cut every seed short."""
+        if number is None:
+            return
+        from optuna.trial import TrialState
+
+        seeds = [t for t, r in self.state.trials.items() if r.get("search") == number]
+        states = [self.state.trials[t]["state"] for t in seeds]
+        if not all(s in FINISHED for s in states):
+            return
+        if self.study.get_trials(deepcopy=False)[number].state != TrialState.RUNNING:
+            return
+        values = [v for v in (self._value(t) for t in seeds) if v is not None]
+        if values:
+            self.study.tell(number, sum(values) / len(values))
+        else:
+            self.study.tell(number, state=TrialState.PRUNED)
+
+    def _report_rungs(self, record: dict, rungs: set[str], data: dict) -> None:
+        """Each rung a trial passed goes to its study trial as an intermediate value (the rule's statistic), so a
+        trial the rule stops is a pruned trial with its curve in Optuna's own tools too."""
+        rule = self.plan.loaded.spec.stopping.rule
+        number = record.get("search")
+        if rule is None or number is None:
+            return
+        from optuna.trial import Trial
+
+        frozen = self.study.get_trials(deepcopy=False)[number]
+        series = data.get(rule.metric or self.plan.loaded.spec.metric, {})
+        for rung in sorted(rungs, key=int):
+            value = rule.statistic(series, int(rung))
+            if value is not None and math.isfinite(value) and int(rung) not in frozen.intermediate_values:
+                Trial(self.study, frozen._trial_id).report(value, int(rung))
+
+    def _progress_lines(self) -> list[str]:
+        spec = self.plan.loaded.spec
+        running = [Running(t, self._order[t].trial.label() if t in self._order else "", self._data(t))
+                   for t, r in self.state.trials.items() if r["state"] == RUNNING and r.get("job_live")]
+        done = [(v, t) for t, r in self.state.trials.items() if r["state"] == DONE
+                and (v := self._value(t)) is not None]
+        best = (max if spec.maximize else min)(done) if done else None
+        shown = (best[0], f"{best[1]} {self._order[best[1]].trial.label()}" if best[1] in self._order else best[1]
+                 ) if best else None
+        return progress_lines(running, shown, spec.metric, spec.step, spec.step_time_metric)
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> int:
@@ -278,20 +447,26 @@ class SweepRunner:
             self.state.unlock()
 
     def _loop(self, queue: list[str]) -> None:
-        """Poll until no trial is queued, pending or running; local jobs are checked every second or so."""
+        """Poll until no trial is queued, pending or running.
+
+        Local jobs and every trial's metrics are looked at every :data:`WATCH_S` seconds (early stopping acts on
+        the step that decides it, not at the next poll); SLURM's job states are asked every ``poll_s`` seconds
+        (one ``sacct`` call)."""
         queue = [] if self.plan.is_slurm else list(queue)
-        tick = self.poll_s if self.plan.is_slurm else min(self.poll_s, 1.0)
-        next_stopping = time.monotonic() + self.poll_s
+        tick = min(self.poll_s, WATCH_S)
+        next_sacct = time.monotonic() + self.poll_s
         while True:
             if not self.plan.is_slurm:
                 self.launch_local(queue)
-            if not queue and not self._active():
+            if not queue and not self._active() and self._asked() >= self.search_trials():
                 return
             time.sleep(tick)
-            self.refresh()
-            if time.monotonic() >= next_stopping or self.plan.is_slurm:
-                self.apply_stopping()
-                next_stopping = time.monotonic() + self.poll_s
+            if not self.plan.is_slurm or time.monotonic() >= next_sacct:
+                self.refresh()
+                next_sacct = time.monotonic() + self.poll_s
+            self.apply_stopping()
+            if self.progress.due():
+                self.progress.show(self._progress_lines())
 
     def _interrupted(self) -> int:
         if self.plan.is_slurm:
@@ -305,6 +480,7 @@ class SweepRunner:
         return 1
 
     def summary(self) -> int:
+        self.progress.clear()
         counts = self.state.counts()
         self.say(", ".join(f"{n} {s}" for s, n in counts.items() if n))
         for planned in self.plan.trials:

@@ -35,6 +35,7 @@ from pathlib import Path
 from ppo.config.errors import ConfigError
 from ppo.config.loading import load_module
 from ppo.sweep.axes import AXIS_TYPES, Axis, Point, expand
+from ppo.sweep.search import Search
 from ppo.sweep.stopping import EarlyStopping
 
 
@@ -73,6 +74,7 @@ class Sweep:
     name: str | None = None
     step_time_metric: str = "timing/train/total_step_time"
     wandb_group_path: str | None = "trainer.wandb_group"
+    search: Search | None = None
 
     @property
     def maximize(self) -> bool:
@@ -114,6 +116,11 @@ class Sweep:
         if self.budget is not None:
             check(isinstance(self.budget, Budget), "budget must be Budget(...)")
             self.budget.validate()
+        if self.search is not None:
+            check(isinstance(self.search, Search), "search must be Search(...)")
+            check(not self.axes, "a Search chooses every swept path; give the sweep no axes (put fixed values in "
+                                 "overrides)")
+            self.search.validate()
 
 
 @dataclass

@@ -30,7 +30,7 @@ PROBE = """<script>window.addEventListener("load", function () {
   document.documentElement.setAttribute("data-image-widths",
     Array.prototype.map.call(document.images, function (img) { return img.naturalWidth; }).join(" "));
 });</script>"""
-FIGURES = ("by_axis", "heatmap", "curves", "parallel")
+FIGURES = ("by_axis", "heatmap", "curves", "parallel", "history", "importance")
 VIRIDIS_TOP = (253, 231, 37)  # the heatmap's best cell
 
 

@@ -91,6 +91,52 @@ def test_every_trial_is_validated_before_anything_exists(tmp_path, capsys, body,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.py"]
 
 
+SEARCH = '''
+search=Search({"optim.lr": LogUniform(1e-4, 1e-1), "lam": Uniform(0.8, 1.0), "steps": IntUniform(4, 6),
+               "clip": Choice([0.1, 0.2, 0.3])}, n_trials=5),
+seeds=[0, 1],
+metric="validation/accuracy", step=4,
+'''
+
+
+def test_a_search_dry_run_shows_the_space_with_its_bounds_validated(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    sweep = write_sweep(tmp_path / "search.py", SEARCH)
+    rc, out, err = dry_run(capsys, sweep)
+    assert (rc, err) == (0, "")
+    assert ("trials:     up to 10 = 5 configuration(s) chosen by the study x 2 seed(s); executor local, 1 at a "
+            "time") in out
+    block = out[out.index("== search"):out.index("== trials")].splitlines()
+    assert block[0] == (f"== search: tpe sampler (seed 0), study in journal:{tmp_path}/runs/sweeps/search/"
+                        "study.journal; each bound below was prepared like a trial's override")
+    assert block[1:5] == ["  optim.lr: LogUniform [0.0001, 0.1], log", "  lam: Uniform [0.8, 1.0]",
+                          "  steps: IntUniform [4, 6]", "  clip: Choice([0.1, 0.2, 0.3])"]
+    assert list(tmp_path.iterdir()) == [sweep]
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("Uniform(0.8, 1.0)", "Uniform(0.9, 0.9)", "Search: Uniform for 'lam' needs low < high, got (0.9, 0.9)"),
+    ("Uniform(0.8, 1.0)", "Uniform(1.0, 0.8)", "Search: Uniform for 'lam' needs low < high, got (1.0, 0.8)"),
+    ("LogUniform(1e-4, 1e-1)", "LogUniform(0.0, 1e-1)", "Search: LogUniform for 'optim.lr' needs 0 < low < high"),
+    ("IntUniform(4, 6)", "IntUniform(6, 4)", "Search: IntUniform for 'steps' needs ints low <= high, got (6, 4)"),
+    ("n_trials=5", "n_trials=5, sampler='bayes'", "Search: unknown sampler 'bayes'; choose one of tpe, random, grid, "
+                                                   "cmaes"),
+    ("n_trials=5", "n_trials=5, storage='sqlite:////no/such/dir/study.db'",
+     "Search: cannot open the study storage sqlite:////no/such/dir/study.db: unable to open database file"),
+    ("Uniform(0.8, 1.0)", "Uniform(0.8, 1.5)", "Search bounds (optim.lr=0.1 lam=1.5 steps=6 clip=0.2): lam must be "
+                                               "in [0, 1], got 1.5"),
+    ('"lam"', '"lamb"', "sweep axis: CurveExperiment takes no argument 'lamb'"),
+    ("search=", 'axes=[Grid({"seed": [1]})], search=', "Sweep: a Search chooses every swept path; give the sweep no "
+                                                       "axes"),
+])
+def test_a_bad_search_is_one_line_before_anything_exists(tmp_path, capsys, old, new, message):
+    sweep = write_sweep(tmp_path / "bad.py", SEARCH.replace(old, new, 1))
+    rc, out, err = dry_run(capsys, sweep)
+    assert rc == 2 and out == ""
+    assert err.startswith("launch.py: ") and message in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.py"]
+
+
 def test_sweep_file_errors(tmp_path, capsys):
     missing = write_sweep(tmp_path / "nobase.py", 'metric="m", step=1', base=tmp_path / "nowhere.py")
     rc, _, err = dry_run(capsys, missing)
@@ -104,7 +150,7 @@ def test_sweep_file_errors(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda"])
+@pytest.mark.parametrize("name", ["clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda", "tiny_cpu_search"])
 def test_every_shipped_sweep_dry_runs(name, monkeypatch, capsys):
     """The sweep files in ``sweeps/`` expand and validate every trial (GPU ones against their SLURM executor)."""
     from pathlib import Path
@@ -120,4 +166,4 @@ def test_no_shipped_sweep_is_left_out():
     from pathlib import Path
 
     shipped = {p.stem for p in (Path(__file__).resolve().parents[2] / "sweeps").glob("*.py")} - {"__init__"}
-    assert shipped == {"clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda"}
+    assert shipped == {"clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda", "tiny_cpu_search"}

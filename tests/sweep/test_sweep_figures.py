@@ -3,11 +3,23 @@ objects (no file written), and when a figure is left out."""
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from ppo.sweep.figures import PALETTE, by_axis_figure, curves_figure, draw_figures, heatmap_figure, parallel_figure
+from ppo.sweep.figures import (
+    PALETTE,
+    by_axis_figure,
+    curves_figure,
+    draw_figures,
+    heatmap_figure,
+    history_figure,
+    importance_figure,
+    parallel_figure,
+)
+from ppo.sweep.importance import importances
 from ppo.sweep.results import load_results
 from tests.sweep.conftest import fake_sweep, lam_grid
 
@@ -124,3 +136,54 @@ def test_nothing_drawn_before_a_trial_logs_the_metric_and_stale_files_go(tmp_pat
     out.mkdir()
     (out / "heatmap.png").write_bytes(b"from an earlier report")
     assert draw_figures(results, out) == [] and list(out.iterdir()) == []
+
+
+def test_a_configuration_of_stopped_seeds_ranks_after_completed_ones_and_is_marked(tmp_path):
+    """The issue's tiny_cpu_lambda run: both λ = 1.0 seeds were stopped at step 20, one ran on to the end before the
+    stop landed, with the best value of all; the report may not rank it first unmarked."""
+    values = {0.9: 0.50, 0.95: 0.52, 1.0: 0.5586}
+    sweep_dir = fake_sweep(tmp_path / "tiny", [{"advantage.lam": v} for v in values], [0, 1],
+                           lambda p, seed, s: None if (p["advantage.lam"], seed) == (1.0, 1) and s > 20
+                           else values[p["advantage.lam"]] - 0.01 * seed, step=30)
+    records = json.loads((sweep_dir / "state.json").read_text())
+    for record in records["trials"].values():
+        if record["point"]["advantage.lam"] == 1.0:
+            record["state"], record["reason"] = "stopped", "MedianStopping at step 20: ..."
+    (sweep_dir / "state.json").write_text(json.dumps(records))
+    results = load_results(sweep_dir)
+    configs = results.configs
+    assert list(configs["advantage.lam"]) == [0.95, 0.9, 1.0]
+    assert list(configs["mean ± std"])[2] == "0.5586 (n=1, 2 stopped)"
+    figure = by_axis_figure(results)
+    ax = figure.axes[0]
+    crosses = [c for c in ax.collections if c.get_paths() and len(c.get_offsets()) == 1
+               and tuple(c.get_offsets()[0]) == (1.0, pytest.approx(0.5586))]
+    assert len(crosses) == 1 and tuple(crosses[0].get_facecolor()[0]) == (1, 1, 1, 1)  # a hollow ✕, not a dot
+    # the title fits inside the figure, although one panel is narrow
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    box, page = figure._suptitle.get_window_extent(renderer), figure.bbox
+    assert "stopped seeds" in figure._suptitle.get_text().replace("\n", " ")
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and box.y1 <= page.y1
+    assert "(2 stopped)" in " ".join(t.get_text() for t in curves_figure(results).axes[0].get_legend().get_texts())
+    history = history_figure(results).axes[0]
+    best_line = [line for line in history.get_lines() if line.get_label() == "best so far"][0]
+    # configurations 1, 2 in the order tried (λ 0.9, 0.95), then λ 1.0 whose stopped seed is not the "best so far"
+    assert list(best_line.get_xdata()) == [1, 2, 3]
+    assert list(best_line.get_ydata()) == pytest.approx([0.495, 0.515, 0.515])
+
+
+@pytest.mark.slow
+def test_importance_finds_the_path_the_metric_depends_on(tmp_path):
+    """The metric follows λ_value alone (λ_policy only adds a ±0.001 wiggle): PED-ANOVA gives λ_value nearly all of
+    the importance, in the report's table and its figure alike."""
+    points = [{VALUE: v, POLICY: p} for v in (0.9, 0.93, 0.96, 0.99) for p in (0.9, 0.93, 0.96, 0.99)]
+    results = load_results(fake_sweep(tmp_path / "one_matters", points, [0], lambda pt, seed, s: 1 - 5 * abs(
+        pt[VALUE] - 0.96) + 0.001 * ((pt[POLICY] * 100) % 2)))
+    table = importances(results)
+    assert list(table["path"]) == [VALUE, POLICY] and table["importance"].sum() == pytest.approx(1.0)
+    assert table["importance"][0] > 0.9
+    bars = importance_figure(results).axes[0].patches
+    assert [bar.get_width() for bar in bars] == pytest.approx(list(table["importance"]))
+    assert importances(load_results(fake_sweep(tmp_path / "few", points[:3], [0], lambda pt, seed, s: 0.5))) is None

@@ -1,0 +1,96 @@
+"""``Search``: an Optuna study chooses the configurations on the light ``recipes/curve.py``, through its journal
+file in the sweep directory; the sweep's rules prune trials in the study too; a killed driver resumes the same
+study without losing or repeating a trial."""
+
+import io
+import json
+import signal
+import subprocess
+import sys
+
+import optuna
+import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+from ppo.sweep.progress import Progress, Running, progress_lines
+from tests.sweep.conftest import REPO, run_launch, state, write_sweep
+from tests.sweep.recipes.curve import reward
+from tests.waiting import wait_for
+
+SEARCH = '''
+search=Search({"optim.lr": LogUniform(1e-4, 1e-1), "lam": Uniform(0.8, 1.0), "steps": IntUniform(4, 6)},
+              n_trials=6, sampler="tpe", seed=3),
+overrides=["step_s=0.15"],
+metric="validation/accuracy", step=4,
+stopping=EarlyStopping(rule=SuccessiveHalving(rungs=[2], eta=2, min_trials=2, metric="train/reward")),
+max_parallel=2,
+poll_s=30,
+'''
+
+
+def study(sweep_dir):
+    storage = JournalStorage(JournalFileBackend(str(sweep_dir / "study.journal")))
+    return optuna.load_study(study_name="search", storage=storage)
+
+
+@pytest.mark.slow
+def test_a_search_asks_tells_prunes_and_resumes_the_same_study_after_a_kill(tmp_path):
+    sweep = write_sweep(tmp_path / "search.py", SEARCH)
+    sweep_dir = tmp_path / "sweep"
+    argv = [sys.executable, str(REPO / "launch.py"), str(sweep), "--run-dir", str(sweep_dir)]
+    driver = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:  # killed outright (no cleanup) once three configurations were asked for
+        wait_for(lambda: (sweep_dir / "state.json").exists() and len(state(sweep_dir)) >= 3, 90, "3 trials",
+                 poll_s=0.1)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.communicate(timeout=30)
+    rc, out, err = run_launch(str(sweep), "--run-dir", str(sweep_dir), cwd=tmp_path, timeout=180)
+    assert rc == 0, out + err
+    trials = state(sweep_dir)
+    numbers = sorted(r["search"] for r in trials.values())
+    assert numbers == list(range(6))  # every configuration asked once, none lost, none repeated
+    frozen = study(sweep_dir).get_trials()
+    assert [t.number for t in frozen] == numbers
+    for record in trials.values():
+        t = frozen[record["search"]]
+        lr, lam, steps = (record["point"][p] for p in ("optim.lr", "lam", "steps"))
+        assert t.params == record["point"]
+        if record["state"] == "done":  # the study got the metric at step 4, from the formula the trial logs
+            assert t.state == TrialState.COMPLETE and t.value == pytest.approx(0.5 * reward(lr, lam, 0, 4))
+        else:  # pruned at rung 2 by the sweep's rule, with the rung's value reported
+            assert record["state"] == "stopped" and record["reason"].startswith("SuccessiveHalving at step 2")
+            assert t.state == TrialState.PRUNED
+            assert t.intermediate_values == {2: pytest.approx(reward(lr, lam, 0, 2))}
+            assert record["overrun"] <= 1
+    assert {r["state"] for r in trials.values()} == {"done", "stopped"}
+    sweep_json = json.loads((sweep_dir / "sweep.json").read_text())
+    assert sweep_json["axes"] == ["optim.lr", "lam", "steps"] and sweep_json["search"]["sampler"] == "tpe"
+
+
+def test_progress_shows_step_metric_eta_and_best_in_place_on_a_terminal():
+    data = {"train/reward": {"1": 0.1, "2": 0.2, "3": 0.3, "4": 0.35}, "validation/accuracy": {"0": 0.05, "2": 0.25},
+            "timing/train/total_step_time": {"1": 2.0, "2": 2.5, "3": 1.5, "4": 2.0}}
+    running = [Running("a1", "lam=0.9 seed=0", data), Running("b2", "lam=1.0 seed=0", {})]
+    lines = progress_lines(running, (0.61, "c3 lam=0.95 seed=0"), "validation/accuracy", 12,
+                           "timing/train/total_step_time")
+    assert lines == ["2 running:",
+                     "  a1  step 4/12  validation/accuracy 0.25 @ 2  ETA 16s  lam=0.9 seed=0",  # 8 steps × 2 s
+                     "  b2  starting            lam=1.0 seed=0",
+                     "  best so far: validation/accuracy 0.61 (c3 lam=0.95 seed=0)"]
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    shown = Progress(screen, 30.0, "[sweep s]")
+    assert shown.every_s == 1.0  # a terminal is redrawn every second, a log gets lines every poll_s
+    shown.show(lines)
+    shown.show(lines)
+    assert screen.getvalue().count("\x1b[4F\x1b[J") == 1  # the second block replaced the first
+    log = io.StringIO()
+    Progress(log, 30.0, "[sweep s]").show(lines)
+    assert log.getvalue().splitlines()[1].startswith("[sweep s]   a1  step 4/12") and "\x1b" not in log.getvalue()
