@@ -143,7 +143,7 @@ def part_hf_parity(ctx) -> None:
 def training_state_bytes(worker) -> int:
     """The least that ``offload`` must free: the parameters and the gradient buffer (the gradients are at least as
     wide as the parameters), plus the reference model where the worker keeps one."""
-    params = sum(p.numel() * p.element_size() for p in worker.trainer.module.parameters())
+    params = sum(p.numel() * p.element_size() for p in worker.updater.module.parameters())
     reference = getattr(worker, "reference", None)
     return 2 * params + (sum(p.numel() * p.element_size() for p in reference.parameters()) if reference else 0)
 
@@ -204,10 +204,10 @@ def part_recompute(ctx) -> None:
         seconds = time.perf_counter() - started
         peak = torch.cuda.max_memory_allocated(device) / 2**20 if on_gpu else float("nan")
         results[name] = (float(metrics["loss"]), float(metrics["grad_norm"]), peak)
-        params = sum(p.numel() for p in worker.trainer.module.parameters()) / 1e6
+        params = sum(p.numel() for p in worker.updater.module.parameters()) / 1e6
         print(f"    {name:15} {params:.0f}M params, 4 x {2 * half} tokens: loss {results[name][0]:.5f}, "
               f"grad norm {results[name][1]:.5f}, peak {peak:8.1f} MiB allocated, {seconds:.2f} s (first step)")
-        worker.trainer.offload()
+        worker.updater.offload()
         del worker
         if on_gpu:
             torch.cuda.empty_cache()

@@ -140,28 +140,29 @@ class WarmStartExported(Exception):
 
 @contextmanager
 def exporting_warm_start(out: Path, then_stop: bool):
-    """While inside, ``PPOTrainer.warm_start`` also writes the warm-started policy to ``out`` as an HF directory
-    (and raises :class:`WarmStartExported` afterwards if ``then_stop``)."""
-    from ppo.loop.trainer import PPOTrainer
+    """While inside, the trainer's warm start (:func:`ppo.loop.warm_start.warm_start`, as :mod:`ppo.loop.start`
+    calls it) also writes the warm-started policy to ``out`` as an HF directory (and raises
+    :class:`WarmStartExported` afterwards if ``then_stop``)."""
+    import ppo.loop.start
     from ppo.models.export import write_hf_export
 
-    original = PPOTrainer.warm_start
+    original = ppo.loop.start.warm_start
 
-    def warm_start_and_export(trainer) -> None:
-        original(trainer)
+    def warm_start_and_export(policy, batches, lr) -> dict[str, float]:
+        report = original(policy, batches, lr)
         started = time.perf_counter()
-        write_hf_export(trainer.policy.export(), trainer.model_path, out)
-        seconds = trainer.setup_timings["timing/setup/warm_start"]
-        (out / WARM_START_RECORD).write_text(json.dumps({"seconds": seconds}))
+        write_hf_export(policy.export(), policy.model_path, out)
+        (out / WARM_START_RECORD).write_text(json.dumps({"seconds": report["timing/setup/warm_start"]}))
         print(f"[compare] warm-started policy written to {out} in {time.perf_counter() - started:.1f} s", flush=True)
         if then_stop:
             raise WarmStartExported
+        return report
 
-    PPOTrainer.warm_start = warm_start_and_export
+    ppo.loop.start.warm_start = warm_start_and_export
     try:
         yield
     finally:
-        PPOTrainer.warm_start = original
+        ppo.loop.start.warm_start = original
 
 
 def run_ours(args) -> None:

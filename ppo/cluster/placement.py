@@ -4,7 +4,7 @@ With GPUs (a SLURM job, or a Ray cluster whose nodes declare logical GPUs with `
 placement group per node of the plan is reserved, ``STRICT_PACK`` with one ``{"GPU": 1}`` bundle per GPU, so plan
 node *n* is one Ray node and plan GPU *g* is bundle *g* of its group.  A rank of a role is pinned to its slot's bundle
 with a fraction of that GPU (:data:`GPU_SHARES`), so the policy, critic and engine ranks of a slot share the device
-and take turns with its memory (``PPOTrainer.enter_phase``).  Ray sets each actor's ``CUDA_VISIBLE_DEVICES`` to its
+and take turns with its memory (``ppo.loop.gpu_turns.GpuTurns``).  Ray sets each actor's ``CUDA_VISIBLE_DEVICES`` to its
 bundle's GPU, which is why a worker's device is always its first visible GPU, never its rank.  An engine of TP > 1
 is an actor in its first slot's bundle holding no GPU share; vLLM's Ray executor puts its tensor-parallel workers in
 the bundles of its slots, each with the engine's share (:func:`engine_worker_env`).

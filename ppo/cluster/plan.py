@@ -16,7 +16,7 @@ Roles and their ranks:
 How ranks are laid out over a pool of GPUs (all of the job's GPUs when colocated; training GPUs first and
 generation GPUs after them when not): when the ranks divide evenly over the pool's nodes in whole tensor-parallel
 groups, each node gets the same share (so data-parallel replicas are spread over every node); otherwise they fill the
-pool node by node.  Colocated roles share GPUs and take turns with their memory (the trainer's ``enter_phase``).
+pool node by node.  Colocated roles share GPUs and take turns with their memory (``ppo.loop.gpu_turns.GpuTurns``).
 
 A GPU a role does not use sits idle while that role works; a plan with idle GPUs is refused unless
 ``allow_idle_gpus`` says so.  Every refusal is one line that names the setting to change.

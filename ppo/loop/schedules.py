@@ -5,23 +5,31 @@
 - :class:`Overlapped` (``trainer.overlap_critic``): the critic's forward pass and each of its epochs run while the
   policy does its own.
 - :class:`BesideGeneration` (``trainer.critic_beside_generation``, ranks on CPUs): V as in order; the critic's
-  epochs run after the refit, while the engines collect the next step's batch.
+  epochs start after the refit, and the loop collects the next step's batch while they run.
 
-The critic and the policy read and write disjoint state, so every schedule gives the same numbers
-(``tests/trainer/test_feature_matrix.py`` compares them).  Without a critic the schedule is :class:`InOrder`.
+A schedule is given the groups, the step's clock and the numbers it needs (:class:`Epochs`), never the trainer; what
+changes per step (the step, the batch) comes with each call.  The critic and the policy read and write disjoint
+state, so every schedule gives the same numbers (``tests/trainer/test_feature_matrix.py`` compares them).  Without
+a critic the schedule is :class:`InOrder`.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
 
+from ppo.cluster.deadline import Pending
+from ppo.loop.clock import StepClock
+from ppo.loop.forward import CriticView, LogprobSource, old_logprobs
+from ppo.loop.settings import PPOSettings
 from ppo.seeds import derive_seed
+from ppo.workers.group import PolicyGroup, ValueGroup
 
 
 @dataclass
-class Evaluation:
+class ForwardPasses:
     """What the step's forward passes give for a batch (before any update)."""
 
     values: torch.Tensor | None  # V [B, T] on the batch's columns, 0 off the response mask; None without a critic
@@ -35,61 +43,99 @@ class Evaluation:
         return {name: value for name, value in named.items() if value is not None}
 
 
+@dataclass(frozen=True)
+class Epochs:
+    """A step's passes over its batch: the policy's and the critic's epochs, their minibatches, and the seed their
+    minibatch orders derive from."""
+
+    policy: int
+    policy_minibatches: int
+    critic: int
+    critic_minibatches: int
+    seed: int
+
+    @classmethod
+    def of(cls, settings: PPOSettings, seed: int) -> Epochs:
+        return cls(policy=settings.ppo_epochs, policy_minibatches=settings.num_minibatches,
+                   critic=settings.ppo_epochs if settings.critic_epochs is None else settings.critic_epochs,
+                   critic_minibatches=settings.critic_minibatches or settings.num_minibatches, seed=seed)
+
+    def minibatch_seed(self, step: int, epoch: int) -> int:
+        return derive_seed(self.seed, "minibatch_order", step, epoch)
+
+
+@dataclass
+class CriticEpochs:
+    """The critic's epochs started after the refit (:meth:`InOrder.start_after_refit`); :meth:`finish` waits for
+    them.  Empty where the schedule trains the critic within the update."""
+
+    clock: StepClock | None = None
+    epochs: tuple[Pending, ...] = ()
+    started: float = 0.0
+
+    @property
+    def running(self) -> bool:
+        return bool(self.epochs)
+
+    def finish(self) -> list[dict]:
+        """Each of the epochs' optimizer-step records (``timing/train/critic_beside_generation`` from their start)."""
+        if not self.running:
+            return []
+        self.clock.phase = "critic_beside_generation"
+        records = [record for epoch in self.epochs for record in epoch.first()]
+        self.clock.record("critic_beside_generation", self.started)
+        return records
+
+
 class InOrder:
     """V, then ``logp_old``; each epoch the critic's minibatches, then the actor's."""
 
     overlap = False
 
-    def __init__(self, trainer):
-        self.trainer = trainer
-        cfg = trainer.cfg
-        self.policy_epochs = cfg.ppo_epochs
-        self.critic_epochs = cfg.ppo_epochs if cfg.critic_epochs is None else cfg.critic_epochs
-        self.critic_minibatches = cfg.critic_minibatches or cfg.num_minibatches
+    def __init__(self, policy: PolicyGroup, critic: ValueGroup | None, clock: StepClock, *, epochs: Epochs,
+                 logprobs: LogprobSource, critic_view: CriticView, critic_threads: int | None = None):
+        """``clock``: where the forward passes are timed; ``critic_threads``: the critic's torch threads while it
+        trains beside generation."""
+        self.policy, self.critic, self.clock = policy, critic, clock
+        self.epochs, self.logprobs, self.critic_view = epochs, logprobs, critic_view
+        self.critic_threads = critic_threads
 
-    @property
-    def critic(self):
-        return self.trainer.critic
-
-    def evaluate(self, batch: dict) -> Evaluation:
-        t, values = self.trainer, None
+    def forward(self, batch: dict) -> ForwardPasses:
+        values = None
         if self.critic is not None:
-            with t.timed("values"):
-                view = t.critic_view(batch)
-                values = t.from_critic_view(self.critic.values(view), view, batch) * batch["response_mask"]
-        with t.timed("logprobs"):
-            logp_old, logp_ref, probe = t.old_logprobs(batch)
-        return Evaluation(values, logp_old, logp_ref, probe)
+            with self.clock.timed("values"):
+                view = self.critic_view.of(batch)
+                values = self.critic_view.back(self.critic.values(view), view, batch) * batch["response_mask"]
+        with self.clock.timed("logprobs"):
+            logp_old, logp_ref, probe = old_logprobs(self.policy, batch, self.logprobs)
+        return ForwardPasses(values, logp_old, logp_ref, probe)
 
-    def seed(self, epoch: int) -> int:
-        return derive_seed(self.trainer.exp.seed, "minibatch_order", self.trainer.step, epoch)
-
-    def start_critic_epoch(self, critic_batch: dict, epoch: int):
-        """The critic's epoch ``epoch`` started (a :class:`ppo.cluster.deadline.Pending`), or None when it has no
-        epoch here."""
-        if self.critic is None or epoch >= self.critic_epochs:
+    def start_critic_epoch(self, critic_batch: dict, step: int, epoch: int) -> Pending | None:
+        """The critic's epoch ``epoch`` started, or None when it has no epoch here."""
+        if self.critic is None or epoch >= self.epochs.critic:
             return None
-        return self.critic.train_async(critic_batch, num_minibatches=self.critic_minibatches, seed=self.seed(epoch))
+        return self.critic.train_async(critic_batch, num_minibatches=self.epochs.critic_minibatches,
+                                       seed=self.epochs.minibatch_seed(step, epoch))
 
-    def update(self, batch: dict, critic_batch: dict | None, *, train_policy: bool) -> tuple[list, list]:
-        """The step's epochs: each optimizer step's records of the policy and of the critic."""
-        t = self.trainer
+    def update(self, batch: dict, critic_batch: dict | None, *, step: int, train_policy: bool) -> tuple[list, list]:
+        """Step ``step``'s epochs: each optimizer step's records of the policy and of the critic."""
         policy_steps, critic_steps = [], []
-        for epoch in range(max(self.policy_epochs, self.critic_epochs)):
-            critic_epoch = self.start_critic_epoch(critic_batch, epoch)
+        for epoch in range(max(self.epochs.policy, self.epochs.critic)):
+            critic_epoch = self.start_critic_epoch(critic_batch, step, epoch)
             if critic_epoch is not None and not self.overlap:
                 critic_steps += critic_epoch.first()
                 critic_epoch = None
-            if train_policy and epoch < self.policy_epochs:
-                policy_steps += t.policy.train(batch, num_minibatches=t.cfg.num_minibatches, seed=self.seed(epoch),
-                                               temperature=t.exp.generation.sampling.temperature)
+            if train_policy and epoch < self.epochs.policy:
+                policy_steps += self.policy.train(batch, num_minibatches=self.epochs.policy_minibatches,
+                                                  seed=self.epochs.minibatch_seed(step, epoch),
+                                                  temperature=self.logprobs.temperature)
             if critic_epoch is not None:
                 critic_steps += critic_epoch.first()
         return policy_steps, critic_steps
 
-    def after_refit(self, critic_batch: dict | None) -> list:
-        """The critic's optimizer-step records of work left for after the refit (none in order)."""
-        return []
+    def start_after_refit(self, critic_batch: dict | None, *, step: int) -> CriticEpochs:
+        """The critic's epochs left for after the refit, started (none in order)."""
+        return CriticEpochs()
 
 
 class Overlapped(InOrder):
@@ -98,46 +144,42 @@ class Overlapped(InOrder):
 
     overlap = True
 
-    def evaluate(self, batch: dict) -> Evaluation:
-        t = self.trainer
-        with t.timed("values_and_logprobs"):
-            view = t.critic_view(batch)
+    def forward(self, batch: dict) -> ForwardPasses:
+        with self.clock.timed("values_and_logprobs"):
+            view = self.critic_view.of(batch)
             pending = self.critic.values_async(view)
-            logp_old, logp_ref, probe = t.old_logprobs(batch)
-            t.current_phase = "values"
-            values = t.from_critic_view(pending.first(), view, batch) * batch["response_mask"]
-        return Evaluation(values, logp_old, logp_ref, probe)
+            logp_old, logp_ref, probe = old_logprobs(self.policy, batch, self.logprobs)
+            self.clock.phase = "values"
+            values = self.critic_view.back(pending.first(), view, batch) * batch["response_mask"]
+        return ForwardPasses(values, logp_old, logp_ref, probe)
 
 
 class BesideGeneration(InOrder):
     """V as in order; the critic's epochs wait for the refit and run while the engines collect the next batch."""
 
-    def start_critic_epoch(self, critic_batch: dict, epoch: int):
+    def start_critic_epoch(self, critic_batch: dict, step: int, epoch: int) -> Pending | None:
         return None
 
-    def after_refit(self, critic_batch: dict | None) -> list:
-        """The critic's epochs on this step's batch while the engines collect the next one
-        (:meth:`ppo.loop.trainer.PPOTrainer.prefetch`).
+    def start_after_refit(self, critic_batch: dict | None, *, step: int) -> CriticEpochs:
+        """The critic's epochs on this step's batch, started: they run while the loop collects the next batch.
 
         An actor runs its calls in order, so the epochs stay sequential; the next step's values still come from the
         updated critic."""
-        t = self.trainer
-        threads = t.exp.critic.num_threads_beside_generation
-        with t.timed("critic_beside_generation"):
-            epochs = [self.critic.train_async(critic_batch, num_minibatches=self.critic_minibatches,
-                                              num_threads=threads, seed=self.seed(epoch))
-                      for epoch in range(self.critic_epochs)]
-            if t.step + 1 < t.cfg.max_steps:
-                t.prefetch()
-                t.current_phase = "critic_beside_generation"
-            return [record for epoch in epochs for record in epoch.first()]
+        started = time.perf_counter()
+        self.clock.phase = "critic_beside_generation"
+        epochs = tuple(self.critic.train_async(critic_batch, num_minibatches=self.epochs.critic_minibatches,
+                                               num_threads=self.critic_threads,
+                                               seed=self.epochs.minibatch_seed(step, epoch))
+                       for epoch in range(self.epochs.critic))
+        return CriticEpochs(self.clock, epochs, started)
 
 
-def critic_schedule(trainer, *, beside_generation: bool):
+def critic_schedule(policy: PolicyGroup, critic: ValueGroup | None, clock: StepClock, *, beside_generation: bool,
+                    overlap: bool, **inputs) -> InOrder:
     """The run's schedule: beside generation where the plan allows it (``beside_generation``), else overlapped when
-    ``trainer.overlap_critic`` asks for it, else in order."""
-    if trainer.critic is None:
-        return InOrder(trainer)
+    ``trainer.overlap_critic`` asks for it (``overlap``), else in order.  ``inputs``: :class:`InOrder`'s."""
+    if critic is None:
+        return InOrder(policy, critic, clock, **inputs)
     if beside_generation:
-        return BesideGeneration(trainer)
-    return Overlapped(trainer) if trainer.cfg.overlap_critic else InOrder(trainer)
+        return BesideGeneration(policy, critic, clock, **inputs)
+    return (Overlapped if overlap else InOrder)(policy, critic, clock, **inputs)

@@ -1,7 +1,7 @@
 """Save and load a model with its optimizer through Megatron's distributed checkpointing.
 
 A checkpoint directory holds sharded tensors that any tensor/pipeline layout can read back (resharding on load),
-plus the trainer's step counter.  Writes are atomic: everything goes to ``<dir>.partial`` and is renamed only
+plus the updater's step counter.  Writes are atomic: everything goes to ``<dir>.partial`` and is renamed only
 once complete, so a crash during a save leaves the previous checkpoint and never a torn one that could be loaded.
 
 :func:`model_pieces` reads the model's weights back without a model, one layer at a time (``launch.py export``).
@@ -24,7 +24,7 @@ MODEL_PREFIXES = ("embedding.", "decoder.", "output_layer.")
 LAYERS = "decoder.layers."
 
 
-def _materialize_optimizer_state(trainer: ModelUpdater) -> None:
+def _materialize_optimizer_state(updater: ModelUpdater) -> None:
     """Give every parameter without optimizer state the state a fresh Adam would create on its first step.
 
     An optimizer that has not stepped yet (a policy during critic warmup, or one whose state was reset after the warm
@@ -32,7 +32,7 @@ def _materialize_optimizer_state(trainer: ModelUpdater) -> None:
     exactly what ``torch.optim.Adam`` initialises lazily, so training continues identically.  (Megatron drops a
     zero step when saving — ``if step:`` — so ``_restore_zero_step`` puts it back on load.)
     """
-    for chained in getattr(trainer.optimizer, "chained_optimizers", [trainer.optimizer]):
+    for chained in getattr(updater.optimizer, "chained_optimizers", [updater.optimizer]):
         optimizer = chained.optimizer
         for group in optimizer.param_groups:
             for param in group["params"]:
@@ -56,11 +56,11 @@ def _restore_zero_step(optimizer_state) -> None:
             _restore_zero_step(value)
 
 
-def _sharded_state(trainer: ModelUpdater, *, is_loading: bool) -> dict:
-    model_state = trainer.module.sharded_state_dict()
+def _sharded_state(updater: ModelUpdater, *, is_loading: bool) -> dict:
+    model_state = updater.module.sharded_state_dict()
     return {
         "model": model_state,
-        "optimizer": trainer.optimizer.sharded_state_dict(model_state, is_loading=is_loading),
+        "optimizer": updater.optimizer.sharded_state_dict(model_state, is_loading=is_loading),
     }
 
 
@@ -73,7 +73,7 @@ def _barrier() -> None:
         torch.distributed.barrier()
 
 
-def save_checkpoint(trainer: ModelUpdater, path: str | Path) -> Path:
+def save_checkpoint(updater: ModelUpdater, path: str | Path) -> Path:
     """Write the model, the optimizer state and the step counter to ``path`` (collective over all ranks)."""
     from megatron.core import dist_checkpointing
 
@@ -83,9 +83,9 @@ def save_checkpoint(trainer: ModelUpdater, path: str | Path) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
     _barrier()
-    _materialize_optimizer_state(trainer)
-    state = _sharded_state(trainer, is_loading=False)
-    state["steps_done"] = trainer.steps_done
+    _materialize_optimizer_state(updater)
+    state = _sharded_state(updater, is_loading=False)
+    state["steps_done"] = updater.steps_done
     dist_checkpointing.save(state, str(partial))
     _barrier()
     if _is_rank_zero():
@@ -103,18 +103,18 @@ def _complete(path: str | Path) -> Path:
     return path
 
 
-def load_checkpoint(trainer: ModelUpdater, path: str | Path) -> None:
-    """Restore a ``save_checkpoint`` directory into ``trainer`` (any parallel layout; refuses partial saves)."""
+def load_checkpoint(updater: ModelUpdater, path: str | Path) -> None:
+    """Restore a ``save_checkpoint`` directory into ``updater`` (any parallel layout; refuses partial saves)."""
     from megatron.core import dist_checkpointing
 
     path = _complete(path)
-    state = _sharded_state(trainer, is_loading=True)
+    state = _sharded_state(updater, is_loading=True)
     state["steps_done"] = 0
     loaded = dist_checkpointing.load(state, str(path))
-    trainer.module.load_state_dict(loaded["model"])
+    updater.module.load_state_dict(loaded["model"])
     _restore_zero_step(loaded["optimizer"])
-    trainer.optimizer.load_state_dict(loaded["optimizer"])
-    trainer.steps_done = int(loaded["steps_done"])
+    updater.optimizer.load_state_dict(loaded["optimizer"])
+    updater.steps_done = int(loaded["steps_done"])
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 import ray
 
@@ -103,49 +104,70 @@ def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
 
 
 class EnginePool:
-    """The run's engines as one: sharded generation, and sleep / wake on all of them."""
+    """The run's engines as one façade: sharded generation, sleep / wake, and the refit's calls, on all of them or on
+    ``engines``.  Each method calls the :class:`GenerationWorker` method of the same name and signature (``_async``:
+    started, a :class:`ppo.cluster.deadline.Pending`; ``tests/workers/test_facades.py`` holds them to it)."""
 
     def __init__(self, actors: list, timeout_s: float | None = None, shipper=None):
-        """``shipper``: a :class:`ppo.workers.traffic.Shipper` that counts what the driver sends the engines."""
+        """``timeout_s``: how long a call may take on any engine (the trainer's ``trainer.start_timeout_s`` until the
+        engines are :meth:`ready`, then ``trainer.worker_timeout_s``).  ``shipper``: a
+        :class:`ppo.workers.traffic.Shipper` that counts what the driver sends the engines."""
         self.actors = actors
         self.timeout_s = timeout_s
         self.shipper = shipper
 
-    def call_async(self, method: str, *args, engines: list[int] | None = None, **kwargs) -> Pending:
-        """Start ``method`` on every engine (or on ``engines``), arguments by value."""
+    def call_async(self, method: Callable, *args, engines: list[int] | None = None, **kwargs) -> Pending:
+        """Start ``method`` (a function of the engines' class, never its name) on every engine (or on ``engines``),
+        arguments by value."""
         chosen = range(len(self.actors)) if engines is None else engines
         refs = [send(self.actors[e], method, args, kwargs, self.shipper) for e in chosen]
-        return Pending(refs, [f"engine {e}" for e in chosen], f"'{method}'", self.timeout_s)
-
-    def call_all(self, method: str, *args, **kwargs) -> list:
-        return self.call_async(method, *args, **kwargs).wait()
+        return Pending(refs, [f"engine {e}" for e in chosen], f"'{method.__name__}'", self.timeout_s)
 
     def __len__(self) -> int:
         return len(self.actors)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None,
                  seed: int | None = None) -> list:
-        """Samples for ``prompts`` in prompt order; engine *k* generates the *k*-th contiguous slice."""
+        """Samples for ``prompts`` in prompt order; engine *k* generates the *k*-th contiguous slice (with
+        ``first_index`` its start, so the per-request seeds are the whole batch's)."""
         bounds = [(a, b) for a, b in shard_bounds(len(prompts), len(self.actors)) if b > a]
-        parts = []
-        for engine, (a, b) in enumerate(bounds):
-            parts.append(self.call_async("generate", prompts[a:b], sampling, seed, first_index=a, engines=[engine]))
+        parts = [self.generate_async(prompts[a:b], sampling, seed, first_index=a, engines=[engine])
+                 for engine, (a, b) in enumerate(bounds)]
         return [group for part in Pending.join(parts, "'generate'").wait() for group in part]
 
+    def generate_async(self, prompts: list[list[int]], sampling: SamplingConfig | None = None, seed: int | None = None,
+                       first_index: int = 0, *, engines: list[int] | None = None) -> Pending:
+        return self.call_async(GenerationWorker.generate, prompts, sampling, seed, first_index=first_index,
+                               engines=engines)
+
     def sleep(self) -> None:
-        self.call_all("sleep")
+        self.call_async(GenerationWorker.sleep).wait()
 
     def wake_up(self, tags: tuple[str, ...] | None = None) -> None:
         """Wake every engine (``tags``: only that memory, see :meth:`ppo.rollout.vllm_engine.VLLMEngine.wake_up`)."""
-        self.call_all("wake_up", tags)
+        self.call_async(GenerationWorker.wake_up, tags).wait()
 
-    def ready(self, timeout_s: float | None) -> None:
+    def ready(self) -> None:
         """Wait until every engine has started (an engine whose workers Ray cannot schedule would hang here)."""
-        Pending([a.ready.remote() for a in self.actors], [f"engine {e}" for e in range(len(self.actors))],
-                "its start (trainer.start_timeout_s)", timeout_s).wait()
+        self.call_async(GenerationWorker.ready).wait()
 
     def placement_info(self) -> list[dict]:
-        return self.call_all("placement_info")
+        """Where each engine reports it runs, in engine order."""
+        return self.call_async(GenerationWorker.placement_info).wait()
+
+    # the refit (ppo.workers.refit.Refitter drives these)
+    def join_refit_group_async(self, host: str, port: int, group_ranks: dict[int, int], world_size: int, *,
+                               engines: list[int] | None = None) -> Pending:
+        return self.call_async(GenerationWorker.join_refit_group, host, port, group_ranks, world_size,
+                               engines=engines)
+
+    def load_bucket_async(self, bucket: list, ipc_workers: list[int], *handles: bytes,
+                          engines: list[int] | None = None) -> Pending:
+        return self.call_async(GenerationWorker.load_bucket, bucket, ipc_workers, *handles, engines=engines)
+
+    def finish_refit_async(self) -> Pending:
+        """``.wait()`` gives each engine's weight bytes that went through the host's messages in this refit."""
+        return self.call_async(GenerationWorker.finish_refit)
 
     def kill(self) -> None:
         for actor in self.actors:

@@ -8,12 +8,16 @@ hanging.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import ray
+import torch
 
 from ppo.cluster.deadline import Pending
 from ppo.cluster.placement import cpu_placement
 from ppo.cluster.plan import EngineLayout, GroupLayout, plan_placement
 from ppo.workers.logs import worker_log
+from ppo.workers.megatron_worker import MegatronWorker
 from ppo.workers.policy import PolicyWorker
 from ppo.workers.traffic import Shipper, is_batch, send
 from ppo.workers.value import ValueWorker
@@ -22,6 +26,9 @@ RENDEZVOUS_ATTEMPTS = 3
 
 
 class WorkerGroup:
+    """The generic half of a façade: every rank of ``worker_cls`` started, and a worker method (the class's function,
+    e.g. ``PolicyWorker.train``, never its name as a string) called on every rank or on one."""
+
     timeout_s: float | None = None
     """Seconds a call may take on any rank before it fails with :class:`ppo.cluster.deadline.WorkerTimeout` (None:
     no limit).  The trainer sets it from ``trainer.worker_timeout_s``."""
@@ -35,6 +42,7 @@ class WorkerGroup:
         if placement is None:
             placement = local_placement(role, world_size)
         remote_cls = ray.remote(max_concurrency=1)(worker_cls)
+        self.worker_cls = worker_cls
         self.role = role
         self.timeout_s = start_timeout_s
         parallel = getattr(args[0], "parallel", None) if args else None
@@ -53,7 +61,7 @@ class WorkerGroup:
                 for rank in range(world_size)
             ]
             try:
-                self.call("ready")
+                self.call(worker_cls.ready)
                 return
             except ray.exceptions.RayActorError as err:
                 self.kill()
@@ -71,9 +79,11 @@ class WorkerGroup:
     """Each rank's data-parallel index (Megatron's tp-cp-dp order, of ``data_parallel``), for the pieces of a batch
     it is sent."""
 
-    def call_async(self, method: str, *args, **kwargs) -> Pending:
-        """Start ``method`` on every rank.  With a :attr:`shipper`, a batch argument goes as a reference to the
-        rank's share (:mod:`ppo.workers.traffic`), and what each rank is sent counts in its bytes."""
+    def call_async(self, method: Callable, *args, **kwargs) -> Pending:
+        """Start ``method`` (a function of the worker class) on every rank.  With a :attr:`shipper`, a batch argument
+        goes as a reference to the rank's share (:mod:`ppo.workers.traffic`), and what each rank is sent counts in
+        its bytes."""
+        self.check(method)
         refs = []
         for rank, actor in enumerate(self.actors):
             rank_args = args
@@ -82,19 +92,28 @@ class WorkerGroup:
                                   for a in args)
             refs.append(send(actor, method, rank_args, kwargs, self.shipper))
         names = [f"{self.role} rank {rank}" for rank in range(len(self.actors))]
-        return Pending(refs, names, f"'{method}'", self.timeout_s)
+        return Pending(refs, names, f"'{method.__name__}'", self.timeout_s)
 
-    def call_rank_async(self, rank: int, method: str, *args, **kwargs) -> Pending:
+    def call_rank_async(self, rank: int, method: Callable, *args, **kwargs) -> Pending:
         """Start ``method`` on one rank only (a refit's sender), arguments by value (counted by the shipper)."""
+        self.check(method)
         ref = send(self.actors[rank], method, args, kwargs, self.shipper)
-        return Pending([ref], [f"{self.role} rank {rank}"], f"'{method}'", self.timeout_s)
+        return Pending([ref], [f"{self.role} rank {rank}"], f"'{method.__name__}'", self.timeout_s)
 
-    def call(self, method: str, *args, **kwargs):
+    def call(self, method: Callable, *args, **kwargs):
+        """Rank 0's answer."""
         return self.call_async(method, *args, **kwargs).first()
 
-    def call_all(self, method: str, *args, **kwargs) -> list:
+    def call_all(self, method: Callable, *args, **kwargs) -> list:
         """Every rank's answer, in rank order."""
         return self.call_async(method, *args, **kwargs).wait()
+
+    def check(self, method: Callable) -> None:
+        """``method`` must be a function of the worker class or of a class it inherits from (a name, or another
+        class's method, is a mistake that would otherwise surface on the actor)."""
+        name = getattr(method, "__name__", None)
+        if not any(vars(cls).get(name) is method for cls in self.worker_cls.__mro__):
+            raise TypeError(f"{method!r} is not a method of {self.worker_cls.__name__}")
 
     def kill(self) -> None:
         for actor in self.actors:
@@ -102,25 +121,27 @@ class WorkerGroup:
 
 
 class MegatronGroup(WorkerGroup):
-    """What the policy and critic groups both do: checkpoints and colocation."""
+    """What the policy and critic groups both do: checkpoints and colocation.  Each method calls the worker method
+    of the same name and signature (``_async``: started, a :class:`ppo.cluster.deadline.Pending`;
+    ``tests/workers/test_facades.py`` holds them to it)."""
 
     def save(self, path: str) -> None:
-        self.call("save", path)
+        self.call(MegatronWorker.save, path)
 
     def load(self, path: str) -> int:
         """Load a checkpoint; the optimizer steps it had taken."""
-        return self.call("load", path)
+        return self.call(MegatronWorker.load, path)
 
     def offload(self, keep_weights: bool = False) -> None:
         """Every rank's GPU memory to the host; ``keep_weights``: all but the parameters (a policy about to refit)."""
-        self.call("offload", keep_weights=keep_weights)
+        self.call(MegatronWorker.offload, keep_weights=keep_weights)
 
     def onload(self) -> None:
-        self.call("onload")
+        self.call(MegatronWorker.onload)
 
     def placement_info(self) -> list[dict]:
-        """Where each rank reports it runs (node IP, GPU IDs, its world's MASTER_ADDR)."""
-        return self.call_all("placement_info")
+        """Where each rank reports it runs (node IP, GPU IDs, its world's MASTER_ADDR), in rank order."""
+        return self.call_all(MegatronWorker.placement_info)
 
 
 class PolicyGroup(MegatronGroup):
@@ -131,39 +152,64 @@ class PolicyGroup(MegatronGroup):
         super().__init__(PolicyWorker, spec, model_path, with_reference=with_reference, world_size=spec.world_size,
                          placement=placement, role="policy", seed=seed, log_dir=log_dir,
                          start_timeout_s=start_timeout_s)
+        self.model_path = model_path
 
-    def logprobs(self, batch: dict, *, temperature: float = 1.0, reference: bool = False):
+    def logprobs(self, batch: dict, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
         """Per-token logprobs ``[B, T]`` of the batch under the policy, or its frozen reference model."""
-        return self.call("logprobs", batch, temperature=temperature, reference=reference)
+        return self.call(PolicyWorker.logprobs, batch, temperature=temperature, reference=reference)
 
-    def train(self, batch: dict, *, num_minibatches: int, seed: int, temperature: float) -> list[dict]:
-        return self.call("train", batch, num_minibatches=num_minibatches, seed=seed, temperature=temperature)
+    def train(self, batch: dict, *, num_minibatches: int, seed: int, temperature: float = 1.0) -> list[dict]:
+        """An epoch of PPO minibatches; each optimizer step's records."""
+        return self.call(PolicyWorker.train, batch, num_minibatches=num_minibatches, seed=seed,
+                         temperature=temperature)
 
-    def supervised_steps(self, batches: list[dict], *, lr: float) -> list[dict]:
+    def supervised_steps(self, batches: list[dict], lr: float) -> list[dict]:
         """A supervised step on each of ``batches`` in one call; each step's metrics."""
-        return self.call("supervised_steps", batches, lr)
+        return self.call(PolicyWorker.supervised_steps, batches, lr)
 
     def reset_optimizer_state(self) -> None:
-        self.call("reset_optimizer_state")
+        self.call(PolicyWorker.reset_optimizer_state)
 
     def export(self) -> dict:
         """The whole model in HF names, gathered on rank 0 (setup only: refits stream to the engines)."""
-        return self.call("export")
+        return self.call(PolicyWorker.export)
 
     def write_weights(self, path: str) -> None:
         """The policy as one HF-named safetensors file at ``path``, gathered onto rank 0 alone and written there:
         what the reference and the critic's ranks then read their shards from."""
-        self.call("write_weights", path)
+        self.call(PolicyWorker.write_weights, path)
 
     def load_reference(self, weights: str) -> None:
         """The frozen reference from the HF safetensors ``weights`` (each rank reads its shard)."""
-        self.call("load_reference", weights)
+        self.call(PolicyWorker.load_reference, weights)
 
+    # the refit (ppo.workers.refit.Refitter drives these)
     def prepare_refit(self, senders: list[int], bucket_bytes: int) -> list:
-        return self.call("prepare_refit", senders, bucket_bytes)
+        """Every rank plans the refit's buckets; rank 0's plan (each bucket's metadata)."""
+        return self.call(PolicyWorker.prepare_refit, senders, bucket_bytes)
+
+    def stage_refit_bucket_async(self, index: int) -> Pending:
+        """Every rank's part of bucket ``index`` (the tensor-parallel gather of that bucket only)."""
+        return self.call_async(PolicyWorker.stage_refit_bucket, index)
+
+    def refit_handle_async(self, index: int, *, on_rank: int) -> Pending:
+        """Sender ``on_rank``'s IPC handle to bucket ``index`` (its ``refs`` go to the engines unfetched)."""
+        return self.call_rank_async(on_rank, PolicyWorker.refit_handle, index)
+
+    def refit_address(self) -> tuple[str, int]:
+        """Where rank 0 hosts the refit group's rendezvous."""
+        return self.call_rank_async(0, PolicyWorker.refit_address).first()
+
+    def join_refit_group_async(self, host: str, port: int, rank: int, world_size: int) -> Pending:
+        """Rank 0 joins the refit group as its ``rank``."""
+        return self.call_rank_async(0, PolicyWorker.join_refit_group, host, port, rank, world_size)
+
+    def broadcast_bucket_async(self, index: int) -> Pending:
+        """Rank 0 broadcasts bucket ``index`` to the refit group."""
+        return self.call_rank_async(0, PolicyWorker.broadcast_bucket, index)
 
     def finish_refit_async(self) -> Pending:
-        return self.call_async("finish_refit")
+        return self.call_async(PolicyWorker.finish_refit)
 
 
 class ValueGroup(MegatronGroup):
@@ -177,23 +223,25 @@ class ValueGroup(MegatronGroup):
 
     def export(self) -> dict:
         """The critic in HF names (``score.weight`` the value head), gathered on rank 0."""
-        return self.call("export")
+        return self.call(ValueWorker.export)
 
-    def values(self, batch: dict):
+    def values(self, batch: dict) -> torch.Tensor:
         """V of every token ``[B, T]``."""
-        return self.call("values", batch)
-
-    def train(self, batch: dict, *, num_minibatches: int, seed: int) -> list[dict]:
-        return self.call("train", batch, num_minibatches=num_minibatches, seed=seed)
-
-    def train_async(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> Pending:
-        """Start :meth:`train` (with ``num_threads`` torch threads for its duration, if given); ``.first()`` gives
-        the epoch's optimizer-step records."""
-        return self.call_async("train", batch, num_minibatches=num_minibatches, seed=seed, num_threads=num_threads)
+        return self.call(ValueWorker.values, batch)
 
     def values_async(self, batch: dict) -> Pending:
         """Start :meth:`values`; ``.first()`` gives V ``[B, T]``."""
-        return self.call_async("values", batch)
+        return self.call_async(ValueWorker.values, batch)
+
+    def train(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list[dict]:
+        """An epoch of value-loss minibatches (with ``num_threads`` torch threads for its duration, if given); each
+        optimizer step's records."""
+        return self.train_async(batch, num_minibatches=num_minibatches, seed=seed, num_threads=num_threads).first()
+
+    def train_async(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> Pending:
+        """Start :meth:`train`; ``.first()`` gives the epoch's optimizer-step records."""
+        return self.call_async(ValueWorker.train, batch, num_minibatches=num_minibatches, seed=seed,
+                               num_threads=num_threads)
 
 
 def local_placement(role: str, world_size: int):

@@ -51,7 +51,7 @@ class MegatronWorker:
         initialize(spec.parallel, seed=seed)
         self.spec = spec
         self.rank = rank
-        self.trainer = None
+        self.updater = None
         self.first_offload_at: float | None = None  # when this rank first gave up its GPU (placement.json)
         self.startup_bytes_read = 0  # HF weight bytes this rank read to build its models (read_shard)
 
@@ -99,10 +99,10 @@ class MegatronWorker:
     def forward_rows(self, batch: dict, fn) -> torch.Tensor:
         """``fn(module, microbatch) -> [b, t]`` over every row of ``batch``, reassembled as ``[B, T]`` on the CPU
         (the columns a micro-batch was padded with are dropped: they may reach past ``T``)."""
-        self.trainer.module.eval()
+        self.updater.module.eval()
         out = torch.zeros(batch["input_ids"].shape, dtype=torch.float32, device=self.device)
         for mb in self.microbatches(batch):
-            values = fn(self.trainer.module, mb).float()[:, : mb["_width"]]
+            values = fn(self.updater.module, mb).float()[:, : mb["_width"]]
             out[mb["_rows"].to(self.device), : values.shape[1]] = values
         return self._gather_rows(out, batch).cpu()
 
@@ -131,13 +131,13 @@ class MegatronWorker:
     def save(self, path: str) -> None:
         from ppo.models.checkpoint import save_checkpoint
 
-        save_checkpoint(self.trainer, path)
+        save_checkpoint(self.updater, path)
 
     def load(self, path: str) -> int:
         from ppo.models.checkpoint import load_checkpoint
 
-        load_checkpoint(self.trainer, path)
-        return self.trainer.steps_done
+        load_checkpoint(self.updater, path)
+        return self.updater.steps_done
 
     def read_shard(self, weights: str, arch, *, value_head: bool = False) -> dict:
         """This rank's Megatron state dict from the HF safetensors ``weights`` (a checkpoint folder or one file):
@@ -166,7 +166,7 @@ class MegatronWorker:
 
         if parallel_state.get_data_parallel_rank() != 0:
             return None
-        state = {k: v.detach().cpu() for k, v in self.trainer.module.state_dict().items()
+        state = {k: v.detach().cpu() for k, v in self.updater.module.state_dict().items()
                  if not k.endswith("_extra_state")}
         tp = parallel_state.get_tensor_model_parallel_world_size()
         shards = [state]
@@ -207,10 +207,10 @@ class MegatronWorker:
         parameters, which the refit still reads (:data:`ppo.workers.memory.REFIT_STEPS`)."""
         if self.first_offload_at is None:
             self.first_offload_at = time.time()
-        self.trainer.offload(keep_weights=keep_weights)
+        self.updater.offload(keep_weights=keep_weights)
 
     def onload(self) -> None:
-        self.trainer.onload()
+        self.updater.onload()
 
     def ready(self) -> bool:
         return True

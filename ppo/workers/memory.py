@@ -72,8 +72,8 @@ REFIT_STEPS = (
     ("policy", "offload"),  # the policy's weights too
     ("engines", "wake_kv_cache"),  # now the KV cache: the GPU belongs to generation
 )
-"""The refit, step by step: the trainer performs exactly these (``PPOTrainer.refit``) and the plan sums the bytes
-after each.  Waking vLLM whole while the trainer still held everything is what ran dsr1_7b out of memory on paper."""
+"""The refit, step by step: the loop performs exactly these (``ppo.loop.gpu_turns.GpuTurns.refit``) and the plan
+sums the bytes after each.  Waking vLLM whole while the trainer still held everything is what ran dsr1_7b out of memory on paper."""
 
 PHASES = ("generation", "logprobs/values", "training", "refit")
 

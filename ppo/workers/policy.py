@@ -26,7 +26,7 @@ class PolicyWorker(MegatronWorker):
         shard = self.read_shard(model_path, self.arch)
         model = build_gpt_model(self.arch, device=self.device, **spec.model_options())
         load_megatron_state(model, shard)
-        self.trainer = ModelUpdater(model, spec.optimizer)
+        self.updater = ModelUpdater(model, spec.optimizer)
         self.reference = None
         if with_reference:
             self.reference = build_gpt_model(self.arch, device=self.device, **spec.model_options()).eval()
@@ -73,8 +73,8 @@ class PolicyWorker(MegatronWorker):
                     sequence_rewards=mb.get("rewards"), **counts,
                 )
 
-            self.trainer.module.train()
-            results.append(self.trainer.step(self.microbatches(minibatch), loss_fn))
+            self.updater.module.train()
+            results.append(self.updater.step(self.microbatches(minibatch), loss_fn))
         return results
 
     def supervised_step(self, batch: dict, lr: float) -> dict:
@@ -87,8 +87,8 @@ class PolicyWorker(MegatronWorker):
             nll = -(logp * mb["response_mask"]).sum() / n_tokens
             return nll, {"loss": nll.detach()}
 
-        self.trainer.module.train()
-        return self.trainer.step(self.microbatches(batch), loss_fn, lr=lr)
+        self.updater.module.train()
+        return self.updater.step(self.microbatches(batch), loss_fn, lr=lr)
 
     def supervised_steps(self, batches: list[dict], lr: float) -> list[dict]:
         """:meth:`supervised_step` on each batch in turn, in one call (the warm start's steps without a round trip
@@ -96,11 +96,11 @@ class PolicyWorker(MegatronWorker):
         return [self.supervised_step(batch, lr) for batch in batches]
 
     def reset_optimizer_state(self) -> None:
-        self.trainer.reset_optimizer_state()
+        self.updater.reset_optimizer_state()
 
     def offload(self, keep_weights: bool = False) -> None:
         if self.reference is not None and torch.cuda.is_available():
-            self.reference.cpu()  # before the trainer's empty_cache, which then releases its blocks too
+            self.reference.cpu()  # before the updater's empty_cache, which then releases its blocks too
         super().offload(keep_weights)
 
     def onload(self) -> None:
@@ -144,7 +144,7 @@ class PolicyWorker(MegatronWorker):
         return [entries for _, entries in self._refit_plan] if self.rank in senders else None
 
     def _refit_weights(self) -> dict[str, torch.Tensor]:
-        return {k: v for k, v in self.trainer.module.state_dict().items() if not k.endswith("_extra_state")}
+        return {k: v for k, v in self.updater.module.state_dict().items() if not k.endswith("_extra_state")}
 
     def stage_refit_bucket(self, index: int) -> None:
         """Every rank: gather bucket ``index``'s chunks over TP (on the device, a bucket at a time, so no more than

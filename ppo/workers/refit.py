@@ -29,6 +29,7 @@ import time
 from ppo.cluster.deadline import Pending
 from ppo.cluster.plan import RefitRoute
 from ppo.workers.buckets import bucket_size
+from ppo.workers.group import PolicyGroup
 
 
 class Refitter:
@@ -36,9 +37,9 @@ class Refitter:
     Every call goes through the policy group or the engine pool, and every wait has their deadline (a hung broadcast
     fails the run naming who did not answer)."""
 
-    def __init__(self, policy, engines, routes: list[RefitRoute], bucket_bytes: int):
-        """``policy``: a :class:`ppo.workers.group.PolicyGroup`; ``engines``: a
-        :class:`ppo.rollout.generation.EnginePool`."""
+    def __init__(self, policy: PolicyGroup, engines, routes: list[RefitRoute], bucket_bytes: int):
+        """``engines``: a :class:`ppo.rollout.generation.EnginePool` (not imported: the rollout package imports this
+        one's)."""
         self.policy = policy
         self.engines = engines
         self.routes = routes
@@ -49,13 +50,13 @@ class Refitter:
         broadcast = [r for r in routes if r.transport == "broadcast"]
         self.broadcasts = bool(broadcast)
         if broadcast:
-            host, port = policy.call_rank_async(0, "refit_address").first()
+            host, port = policy.refit_address()
             world = 1 + len(broadcast)
             group_ranks: dict[int, dict[int, int]] = {}
             for rank, route in enumerate(broadcast, start=1):
                 group_ranks.setdefault(route.engine, {})[route.worker] = rank
-            joins = [policy.call_rank_async(0, "join_refit_group", host, port, 0, world)]
-            joins += [engines.call_async("join_refit_group", host, port, ranks, world, engines=[e])
+            joins = [policy.join_refit_group_async(host, port, 0, world)]
+            joins += [engines.join_refit_group_async(host, port, ranks, world, engines=[e])
                       for e, ranks in group_ranks.items()]
             Pending.join(joins, "'join_refit_group'").wait()
 
@@ -68,20 +69,20 @@ class Refitter:
         buckets = self.policy.prepare_refit(self.senders, self.bucket_bytes)
         driver_bytes = len(pickle.dumps(buckets))
         for i, bucket in enumerate(buckets):
-            work = [self.policy.call_async("stage_refit_bucket", i)]  # every rank: the TP gather of this bucket only
+            work = [self.policy.stage_refit_bucket_async(i)]  # every rank: the TP gather of this bucket only
             handles = {}  # sender → its handle, an object reference that goes to the engines, never the driver
             for engine, routes in self.by_engine.items():
                 ipc = [r for r in routes if r.transport == "ipc"]
                 for r in ipc:
                     if r.sender not in handles:
-                        (handles[r.sender],) = self.policy.call_rank_async(r.sender, "refit_handle", i).refs
-                work.append(self.engines.call_async("load_bucket", bucket, [r.worker for r in ipc],
-                                                    *(handles[r.sender] for r in ipc), engines=[engine]))
+                        (handles[r.sender],) = self.policy.refit_handle_async(i, on_rank=r.sender).refs
+                work.append(self.engines.load_bucket_async(bucket, [r.worker for r in ipc],
+                                                           *(handles[r.sender] for r in ipc), engines=[engine]))
             if self.broadcasts:
-                work.append(self.policy.call_rank_async(0, "broadcast_bucket", i))
+                work.append(self.policy.broadcast_bucket_async(i))
             done = Pending.join(work, f"bucket {i} of the refit").wait()
             driver_bytes += len(pickle.dumps(done))
-        engines_done = self.engines.call_async("finish_refit")
+        engines_done = self.engines.finish_refit_async()
         done = Pending.join([engines_done, self.policy.finish_refit_async()], "'finish_refit'").wait()
         driver_bytes += len(pickle.dumps(done))
         host_bytes = sum(done[: len(engines_done.refs)])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -76,13 +77,13 @@ class Shipper:
         self.bytes += pickled_size((args, kwargs))
 
 
-def send(actor, method: str, args: tuple, kwargs: dict, meter: Shipper | None = None) -> ray.ObjectRef:
-    """Start ``method`` on ``actor`` with these arguments, counting them in ``meter`` (None: not counted).  Every
-    call from the driver to a worker leaves through here (:class:`ppo.workers.group.WorkerGroup`,
-    :class:`ppo.rollout.generation.EnginePool`)."""
+def send(actor, method: Callable, args: tuple, kwargs: dict, meter: Shipper | None = None) -> ray.ObjectRef:
+    """Start ``method`` (a function of the actor's class, never its name as a string) on ``actor`` with these
+    arguments, counting them in ``meter`` (None: not counted).  Every call from the driver to a worker leaves through
+    here, from the façades (:class:`ppo.workers.group.WorkerGroup`, :class:`ppo.rollout.generation.EnginePool`)."""
     if meter is not None:
         meter.count_call(args, kwargs)
-    return getattr(actor, method).remote(*args, **kwargs)
+    return getattr(actor, method.__name__).remote(*args, **kwargs)
 
 
 class _RefsAsIds(pickle.Pickler):

@@ -29,10 +29,10 @@ class ValueWorker(MegatronWorker):
         model = build_value_model(self.arch, init_std=spec.head_init_std, device=self.device, **spec.model_options())
         load_megatron_state(model, self.read_shard(weights or model_path, self.arch, value_head=True),
                             optional=(VALUE_HEAD,))
-        self.trainer = ModelUpdater(model, spec.optimizer)
+        self.updater = ModelUpdater(model, spec.optimizer)
         if init_checkpoint is not None:
-            load_checkpoint(self.trainer, init_checkpoint)
-            self.trainer.reset_optimizer_state()
+            load_checkpoint(self.updater, init_checkpoint)
+            self.updater.reset_optimizer_state()
 
     def export(self) -> dict | None:
         """The critic in HF names with its value head as ``score.weight``, gathered on rank 0 (a collective)."""
@@ -57,6 +57,6 @@ class ValueWorker(MegatronWorker):
                                       clip_range=self.spec.value_clip, scale=self.spec.value_loss_scale,
                                       global_valid_toks=n_tokens)
 
-                self.trainer.module.train()
-                results.append(self.trainer.step(self.microbatches(minibatch), loss_fn))
+                self.updater.module.train()
+                results.append(self.updater.step(self.microbatches(minibatch), loss_fn))
         return results

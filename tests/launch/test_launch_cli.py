@@ -97,7 +97,7 @@ def test_the_run_dir_hands_the_trainer_the_config_as_data(toy, tmp_path, fiddler
     the trainer parsed out of those files before, except that a value holding ``"  # "`` is no longer cut there); the
     trainer reads it as it is."""
     from ppo.launch.prepare import Request, prepare
-    from ppo.loop.trainer import _wandb_config
+    from ppo.loop.records import wandb_config
 
     prepared = prepare(Request(str(toy), overrides, fiddlers, name="data"))
     run_dir = rundir.write_run_dir(prepared, [str(toy), *overrides], tmp_path / "run", rundir.GitState(None, False))
@@ -111,8 +111,8 @@ def test_the_run_dir_hands_the_trainer_the_config_as_data(toy, tmp_path, fiddler
     if overrides:
         assert stored["optimizer.lr"] == "0.5" and stored["seed"] == stored["data.seed"] == "3"
         assert stored["overrides"] == "--fiddler big_lr --name data optimizer.lr=0.5 tag:Seed=3 data.path=a # b"
-    assert _wandb_config(run_dir) == stored
-    assert _wandb_config(tmp_path) == {}
+    assert wandb_config(run_dir) == stored
+    assert wandb_config(tmp_path) == {}
 
 
 @pytest.mark.slow

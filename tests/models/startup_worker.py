@@ -12,7 +12,7 @@ import torch
 
 
 def state(worker) -> dict:
-    return {k: v.detach().clone() for k, v in worker.trainer.module.state_dict().items()
+    return {k: v.detach().clone() for k, v in worker.updater.module.state_dict().items()
             if not k.endswith("_extra_state")}
 
 
@@ -28,7 +28,7 @@ def main(hf_dir: str, out: str) -> None:
     policy = PolicyWorker(MegatronPolicy(parallel=ParallelConfig(tensor=2)), hf_dir, **common)
     policy_bytes, policy_state = policy.startup_bytes_read, state(policy)
     with torch.no_grad():  # a stand-in for the warm start: weights that exist only in memory (doubled: exact)
-        for parameter in policy.trainer.module.parameters():
+        for parameter in policy.updater.module.parameters():
             parameter.mul_(2)
     snapshot = str(Path(out).with_name("policy.safetensors"))
     policy.write_weights(snapshot)

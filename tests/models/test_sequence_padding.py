@@ -120,7 +120,7 @@ def workers(tmp_path_factory):
     loud = torch.randn(128, generator=torch.Generator().manual_seed(1)) * 0.5
     for worker in [w for pair in pairs.values() for w in pair]:
         with torch.no_grad():
-            worker.trainer.module.embedding.word_embeddings.weight[0] = loud
+            worker.updater.module.embedding.word_embeddings.weight[0] = loud
     yield pairs
     os.environ.clear()
     os.environ.update(saved_env)
@@ -185,7 +185,7 @@ def test_padding_leaves_logprobs_and_values_unchanged(workers):
 def _step_and_grads(worker, step) -> tuple[dict, dict]:
     metrics = step(worker)
     metrics = metrics[0] if isinstance(metrics, list) else metrics
-    grads = {k: p.main_grad.detach().clone() for k, p in worker.trainer.module.named_parameters()}
+    grads = {k: p.main_grad.detach().clone() for k, p in worker.updater.module.named_parameters()}
     return metrics, grads
 
 
@@ -199,8 +199,8 @@ def test_padding_leaves_the_loss_and_the_gradients_unchanged(workers, role, step
     main_grad buffers; the parameters after Adam are not compared, see tests/models/test_training.py)."""
     index = 0 if role == "policy" else 1
     plain_worker, padded_worker = workers["plain"][index], workers["padded"][index]
-    for name, p in plain_worker.trainer.module.named_parameters():  # earlier steps moved them: start level
-        dict(padded_worker.trainer.module.named_parameters())[name].data.copy_(p.data)
+    for name, p in plain_worker.updater.module.named_parameters():  # earlier steps moved them: start level
+        dict(padded_worker.updater.module.named_parameters())[name].data.copy_(p.data)
     (plain, plain_grads), (padded, padded_grads) = (_step_and_grads(w, step) for w in (plain_worker, padded_worker))
     assert plain.keys() == padded.keys() and "loss" in plain
     for key in plain:

@@ -27,7 +27,7 @@ def test_a_stopped_critic_fails_the_step_by_name_and_keeps_the_checkpoint(ray_ru
             # fresh install) cannot be what times out, and the test waits 10 s for the hung one
             assert self.critic.timeout_s == 120
             self.critic.timeout_s = 10
-            stopped.append(self.critic.call("placement_info")["pid"])
+            stopped.append(self.critic.placement_info()[0]["pid"])
             os.kill(stopped[0], signal.SIGSTOP)
         return train_step(self)
 
@@ -68,7 +68,7 @@ def test_a_dead_policy_worker_ends_the_run_with_its_error(ray_runtime, tmp_path,
     def kill_the_policy_before_step_2(self):
         if self.step == 1:
             killed.append(time.monotonic())
-            os.kill(self.policy.call("placement_info")["pid"], signal.SIGKILL)
+            os.kill(self.policy.placement_info()[0]["pid"], signal.SIGKILL)
         return train_step(self)
 
     monkeypatch.setattr(PPOTrainer, "train_step", kill_the_policy_before_step_2)

@@ -7,20 +7,19 @@ import torch
 
 from experiments import tiny_cpu
 from ppo.data.tokenizer import build_arithmetic_tokenizer
-from ppo.loop.trainer import PPOTrainer
+from ppo.loop.warm_start import warm_start_batches
 from ppo.rollout.batch import build_rollout_batch
 from ppo.rollout.settings import Sample
 
 
-def per_draw_batches(trainer: PPOTrainer) -> list[dict]:
+def per_draw_batches(cfg, train_records, template, tokenizer) -> list[dict]:
     """The reference: every step's draws encoded apart, one tokenizer call per answer."""
-    cfg, tokenizer = trainer.cfg, trainer.tokenizer
     generator = torch.Generator().manual_seed(cfg.warm_start_seed)
     batches = []
     for _ in range(cfg.warm_start_steps):
-        picks = torch.randint(len(trainer.train_records), (cfg.warm_start_batch_size,), generator=generator)
-        records = [trainer.train_records[j] for j in picks.tolist()]
-        prompts = trainer.template.encode_many(records, tokenizer)
+        picks = torch.randint(len(train_records), (cfg.warm_start_batch_size,), generator=generator)
+        records = [train_records[j] for j in picks.tolist()]
+        prompts = template.encode_many(records, tokenizer)
         answers = [tokenizer(r.ground_truth, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
                    for r in records]
         batches.append(build_rollout_batch(prompts, [[Sample(a, [0.0] * len(a), "stop")] for a in answers],
@@ -29,15 +28,13 @@ def per_draw_batches(trainer: PPOTrainer) -> list[dict]:
     return batches
 
 
-def test_warm_start_batches_are_those_of_encoding_each_draw(tmp_path):
+def test_warm_start_batches_are_those_of_encoding_each_draw():
     cfg = tiny_cpu.config()
     cfg.task.train_size = 300  # records drawn several times over
     cfg.trainer.warm_start_steps, cfg.trainer.warm_start_batch_size = 6, 64
     exp = fdl.build(cfg)
-    trainer = PPOTrainer(exp, tmp_path)
-    trainer.tokenizer, trainer.template = build_arithmetic_tokenizer(), exp.task.template()
-    trainer.train_records = exp.task.train_records()
-    ours, reference = trainer.warm_start_batches(), per_draw_batches(trainer)
+    inputs = (exp.trainer, exp.task.train_records(), exp.task.template(), build_arithmetic_tokenizer())
+    ours, reference = warm_start_batches(*inputs), per_draw_batches(*inputs)
     assert len(ours) == len(reference) == 6
     for mine, theirs in zip(ours, reference):
         assert mine.keys() == theirs.keys()

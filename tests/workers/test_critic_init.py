@@ -52,7 +52,7 @@ def test_a_critic_starts_from_a_checkpoint_step_with_a_fresh_optimizer(model_dir
                           master_port=free_port(), **common)
     assert torch.equal(started.values(data), trained.values(data))
     assert not torch.equal(fresh.values(data), trained.values(data))
-    assert started.trainer.steps_done == 0, "the optimizer starts fresh"
+    assert started.updater.steps_done == 0, "the optimizer starts fresh"
     assert "score.weight" in started.export()
 
 

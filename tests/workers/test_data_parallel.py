@@ -63,10 +63,10 @@ def test_two_data_parallel_replicas_train_like_one_process(ray_local, tmp_path):
         group = WorkerGroup(PolicyWorker, spec, str(model_dir), world_size=spec.world_size, seed=0)
         # as the trainer sends batches: each replica gets only its half, the replicas rebuild the whole batch
         group.shipper = Shipper(pieces=replicas)
-        batch["logp_old"] = group.call("logprobs", batch)
+        batch["logp_old"] = group.call(PolicyWorker.logprobs, batch)
         batch["logp_gen"] = batch["logp_old"].clone()
-        steps = group.call("train", batch, num_minibatches=2, seed=7)
-        results[replicas] = (batch["logp_old"], steps, group.call("export"))
+        steps = group.call(PolicyWorker.train, batch, num_minibatches=2, seed=7)
+        results[replicas] = (batch["logp_old"], steps, group.call(PolicyWorker.export))
         group.kill()
 
     (logp_1, steps_1, weights_1), (logp_2, steps_2, weights_2) = results[1], results[2]

@@ -56,7 +56,7 @@ def test_a_taken_port_means_a_second_rendezvous(ray_local, monkeypatch):
     monkeypatch.setattr(placement, "rendezvous", rendezvous)
     try:
         group = WorkerGroup(StoreWorker, world_size=2, placement=placement)
-        assert group.call_all("ready") == [True, True]
+        assert group.call_all(StoreWorker.ready) == [True, True]
         assert ports == [], "the first rendezvous used the taken port"
         group.kill()
         with pytest.raises(ray.exceptions.RayActorError, match="a real error in the worker"):
@@ -94,7 +94,7 @@ def test_a_worker_runs_the_threads_its_placement_gives_unless_its_role_sets_them
     placement = cpu_placement(local_placement("policy", 1).plan, threads=3)
     group = WorkerGroup(ThreadReport, MegatronPolicy(), world_size=1, placement=placement)
     try:
-        assert group.call("threads") == (3, "3", "3")
+        assert group.call(ThreadReport.threads) == (3, "3", "3")
     finally:
         group.kill()
     own = placement.options("policy", 0, threads=2)["runtime_env"]["env_vars"]

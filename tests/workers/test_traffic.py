@@ -98,19 +98,19 @@ def test_a_batch_sent_by_value_counts_whichever_call_sends_it(ray_local):
     try:
         group.shipper = shipper = Shipper(pieces=2)
         engines = EnginePool(group.actors, shipper=shipper)
-        group.call_async("take", b).wait()
+        group.call_async(Taker.take, b).wait()
         shipped = shipper.bytes
         assert whole <= shipped < 1.2 * whole, "each field once, in pieces, and two small manifests"
-        sends = {"one rank": lambda: group.call_rank_async(1, "take", b),
-                 "every rank, as a keyword": lambda: group.call_async("take", batch=b),
-                 "an engine": lambda: engines.call_async("take", b, engines=[0])}
+        sends = {"one rank": lambda: group.call_rank_async(1, Taker.take, b),
+                 "every rank, as a keyword": lambda: group.call_async(Taker.take, batch=b),
+                 "an engine": lambda: engines.call_async(Taker.take, b, engines=[0])}
         copies = {"one rank": 1, "every rank, as a keyword": 2, "an engine": 1}
         for how, call in sends.items():
             before = shipper.bytes
             call().wait()
             assert shipper.bytes - before >= copies[how] * whole, how
         before = shipper.bytes
-        group.call_async("take", b).wait()
+        group.call_async(Taker.take, b).wait()
         assert shipper.bytes - before < 1000, "the shipped batch again: a reference to each rank's manifest"
     finally:
         group.kill()
