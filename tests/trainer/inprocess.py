@@ -43,9 +43,11 @@ FEW_STEPS = [
 """Three steps of the default on 32 prompts × 4 samples after a 40-step warm start; validation only at the end."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ray_runtime():
-    """One local Ray runtime for the module's runs (each run ends its own actors; see ``PPOTrainer.close``)."""
+    """One local Ray runtime for the in-process runs of the whole session (each run ends its own actors; see
+    ``PPOTrainer.close``): starting and stopping one per module cost about 6 s a module.  One already running in
+    this process is used as it is (``init_local_ray`` is then a no-op)."""
     import ray
 
     from ppo.cluster.ray_runtime import init_local_ray
