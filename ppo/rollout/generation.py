@@ -120,7 +120,7 @@ class EnginePool:
         """Start ``method`` (a function of the engines' class, never its name) on every engine (or on ``engines``),
         arguments by value."""
         chosen = range(len(self.actors)) if engines is None else engines
-        refs = [send(self.actors[e], method, args, kwargs, self.shipper) for e in chosen]
+        refs = [send(getattr(self.actors[e], method.__name__), args, kwargs, self.shipper) for e in chosen]
         return Pending(refs, [f"engine {e}" for e in chosen], f"'{method.__name__}'", self.timeout_s)
 
     def __len__(self) -> int:

@@ -90,14 +90,14 @@ class WorkerGroup:
             if self.shipper is not None:
                 rank_args = tuple(self.shipper.ship(a, self.data_parallel, self.data_ranks[rank]) if is_batch(a) else a
                                   for a in args)
-            refs.append(send(actor, method, rank_args, kwargs, self.shipper))
+            refs.append(send(getattr(actor, method.__name__), rank_args, kwargs, self.shipper))
         names = [f"{self.role} rank {rank}" for rank in range(len(self.actors))]
         return Pending(refs, names, f"'{method.__name__}'", self.timeout_s)
 
     def call_rank_async(self, rank: int, method: Callable, *args, **kwargs) -> Pending:
         """Start ``method`` on one rank only (a refit's sender), arguments by value (counted by the shipper)."""
         self.check(method)
-        ref = send(self.actors[rank], method, args, kwargs, self.shipper)
+        ref = send(getattr(self.actors[rank], method.__name__), args, kwargs, self.shipper)
         return Pending([ref], [f"{self.role} rank {rank}"], f"'{method.__name__}'", self.timeout_s)
 
     def call(self, method: Callable, *args, **kwargs):

@@ -73,7 +73,8 @@ REFIT_STEPS = (
     ("engines", "wake_kv_cache"),  # now the KV cache: the GPU belongs to generation
 )
 """The refit, step by step: the loop performs exactly these (``ppo.loop.gpu_turns.GpuTurns.refit``) and the plan
-sums the bytes after each.  Waking vLLM whole while the trainer still held everything is what ran dsr1_7b out of memory on paper."""
+sums the bytes after each.  Waking vLLM whole while the trainer still held everything is what ran dsr1_7b out of
+memory on paper."""
 
 PHASES = ("generation", "logprobs/values", "training", "refit")
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import pickle
-from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -77,13 +76,14 @@ class Shipper:
         self.bytes += pickled_size((args, kwargs))
 
 
-def send(actor, method: Callable, args: tuple, kwargs: dict, meter: Shipper | None = None) -> ray.ObjectRef:
-    """Start ``method`` (a function of the actor's class, never its name as a string) on ``actor`` with these
-    arguments, counting them in ``meter`` (None: not counted).  Every call from the driver to a worker leaves through
-    here, from the façades (:class:`ppo.workers.group.WorkerGroup`, :class:`ppo.rollout.generation.EnginePool`)."""
+def send(actor_method: ray.actor.ActorMethod, args: tuple, kwargs: dict, meter: Shipper | None = None
+         ) -> ray.ObjectRef:
+    """Start ``actor_method`` (an actor handle's method, which a façade picks) with these arguments, counting them in
+    ``meter`` (None: not counted).  Every call from the driver to a worker leaves through here, from the façades
+    (:class:`ppo.workers.group.WorkerGroup`, :class:`ppo.rollout.generation.EnginePool`)."""
     if meter is not None:
         meter.count_call(args, kwargs)
-    return getattr(actor, method.__name__).remote(*args, **kwargs)
+    return actor_method.remote(*args, **kwargs)
 
 
 class _RefsAsIds(pickle.Pickler):
