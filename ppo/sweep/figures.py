@@ -37,6 +37,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ppo.sweep.results import SweepResults, config_label
+from ppo.sweep.scales import ordered, scale_of, tick
 
 PALETTE = colormaps["tab10"]
 OTHERS = "#bbbbbb"
@@ -51,40 +52,6 @@ class Drawn:
     title: str
     png: Path
     svg: Path
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _ordered(values: Sequence) -> list:
-    """The distinct values: numbers ascending, then everything else by repr."""
-    return sorted(set(values), key=lambda v: (0, v, "") if _is_number(v) else (1, 0, repr(v)))
-
-
-def _tick(value) -> str:
-    if isinstance(value, str):
-        return value
-    return f"{value:.3g}" if _is_number(value) else repr(value)
-
-
-@dataclass(frozen=True)
-class Scale:
-    """How a swept path's values sit on an axis: numbers as they are (``log`` when positive and spanning two decades
-    or more), anything else as the positions 0, 1, ... of ``categories``."""
-
-    log: bool
-    categories: list
-
-    def position(self, value) -> float:
-        return float(self.categories.index(value)) if self.categories else float(value)
-
-
-def scale_of(values: Sequence) -> Scale:
-    if values and all(_is_number(v) for v in values):
-        floats = [float(v) for v in values]
-        return Scale(log=min(floats) > 0 and max(floats) / min(floats) >= 100, categories=[])
-    return Scale(log=False, categories=_ordered(values))
 
 
 def _metric_label(results: SweepResults) -> str:
@@ -140,7 +107,7 @@ def _axis_panel(ax, results: SweepResults, configs, axis: str) -> None:
         x = [scale.position(c[axis]) for c in members]
         mean = np.array([c["mean"] for c in members], dtype=float)
         std = np.nan_to_num(np.array([c["std"] for c in members], dtype=float))
-        label = ", ".join(f"{a}={_tick(v)}" for a, v in zip(others, key)) or None
+        label = ", ".join(f"{a}={tick(v)}" for a, v in zip(others, key)) or None
         ax.plot(x, mean, marker="o", markersize=4, color=color, label=label)
         ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
         seeds = results.trials[results.trials["config_id"].isin([c["config_id"] for c in members])]
@@ -153,7 +120,7 @@ def _axis_panel(ax, results: SweepResults, configs, axis: str) -> None:
     if scale.log:
         ax.set_xscale("log")
     if scale.categories:
-        ax.set_xticks(range(len(scale.categories)), [_tick(v) for v in scale.categories])
+        ax.set_xticks(range(len(scale.categories)), [tick(v) for v in scale.categories])
     ax.set_xlabel(axis)
     ax.set_ylabel(_metric_label(results), fontsize=9)
     ax.grid(alpha=0.3)
@@ -167,7 +134,7 @@ def heatmap_figure(results: SweepResults) -> Figure | None:
         return None
     row_axis, col_axis = results.axes
     configs = results.configs
-    row_values, col_values = _ordered(configs[row_axis]), _ordered(configs[col_axis])
+    row_values, col_values = ordered(configs[row_axis]), ordered(configs[col_axis])
     cells = {(c[row_axis], c[col_axis]): c for _, c in configs.iterrows()}
     if len(cells) != len(configs) or len(cells) != len(row_values) * len(col_values) or min(
             len(row_values), len(col_values)) < 2 or configs["mean"].isna().all():
@@ -188,8 +155,8 @@ def heatmap_figure(results: SweepResults) -> Figure | None:
                 red, green, blue, _ = cmap(image.norm(config["mean"]))
                 color = "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color=color)
-    ax.set_xticks(range(len(col_values)), [_tick(v) for v in col_values])
-    ax.set_yticks(range(len(row_values)), [_tick(v) for v in row_values])
+    ax.set_xticks(range(len(col_values)), [tick(v) for v in col_values])
+    ax.set_yticks(range(len(row_values)), [tick(v) for v in row_values])
     ax.set_xlabel(col_axis)
     ax.set_ylabel(row_axis)
     ax.set_title(fitted(f"{_metric_label(results)}: mean ± std over seeds", fig.get_figwidth() - 1.5, 10),
@@ -240,14 +207,14 @@ def _coordinate(values: Sequence, max_ticks: int) -> tuple[list[float], list[tup
     if scale.categories:
         last = max(len(scale.categories) - 1, 1)
         where = {v: (i / last if len(scale.categories) > 1 else 0.5) for i, v in enumerate(scale.categories)}
-        return [where[v] for v in values], [(p, _tick(v)) for v, p in where.items()], ""
+        return [where[v] for v in values], [(p, tick(v)) for v, p in where.items()], ""
     raw = [math.log10(v) if scale.log else float(v) for v in values]
     lo, hi = min(raw), max(raw)
     positions = [(r - lo) / (hi - lo) if hi > lo else 0.5 for r in raw]
     ticks = dict(zip(values, positions))
     if len(ticks) > max_ticks:
         ticks = {values[raw.index(lo)]: positions[raw.index(lo)], values[raw.index(hi)]: positions[raw.index(hi)]}
-    return positions, [(p, _tick(v)) for v, p in ticks.items()], "log " if scale.log else ""
+    return positions, [(p, tick(v)) for v, p in ticks.items()], "log " if scale.log else ""
 
 
 def parallel_figure(results: SweepResults) -> Figure | None:

@@ -18,6 +18,7 @@ import math
 import pandas as pd
 
 from ppo.sweep.results import SweepResults
+from ppo.sweep.scales import scale_of
 
 MIN_CONFIGS = 4
 """Fewer ranked configurations than this leave too few in PED-ANOVA's top regime to say anything."""
@@ -25,8 +26,6 @@ MIN_CONFIGS = 4
 
 def _distribution(values: list):
     from optuna.distributions import CategoricalDistribution, FloatDistribution
-
-    from ppo.sweep.figures import scale_of
 
     scale = scale_of(values)
     if scale.categories:

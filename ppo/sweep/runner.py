@@ -319,7 +319,9 @@ class SweepRunner:
         self.study = open_study(self.search, self.dir, self.plan.loaded.name, spec.maximize)
         for trial_id, record in self.state.trials.items():
             if record.get("search") is not None and trial_id not in self._order:
-                planned = plan_trial(self.plan, record["point"], record["seed"], len(self.plan.trials))
+                point = {**{p: record["point"][p] for p in self.search.space if p in record["point"]},
+                         **record["point"]}  # the sweep file's order (state.json sorts the keys)
+                planned = plan_trial(self.plan, point, record["seed"], len(self.plan.trials))
                 self.plan.trials.append(planned)
                 self._order[trial_id] = planned
         known = {r["search"] for r in self.state.trials.values() if r.get("search") is not None}
@@ -380,7 +382,8 @@ class SweepRunner:
 
     def _tell(self, number: int | None) -> None:
         """Tell the study how configuration ``number`` ended, once every seed of it has: the mean metric over the
-        seeds that reached the sweep's step, or pruned when early stopping cut every seed short."""
+        seeds that completed, or pruned when early stopping stopped every seed (even one that logged the sweep's
+        step before its stop landed: the rule's verdict stands, as in the report's ranking)."""
         if number is None:
             return
         from optuna.trial import TrialState
@@ -391,7 +394,7 @@ class SweepRunner:
             return
         if self.study.get_trials(deepcopy=False)[number].state != TrialState.RUNNING:
             return
-        values = [v for v in (self._value(t) for t in seeds) if v is not None]
+        values = [v for v in (self._value(t) for t in seeds if self.state.trials[t]["state"] == DONE) if v is not None]
         if values:
             self.study.tell(number, sum(values) / len(values))
         else:

@@ -9,11 +9,13 @@ import subprocess
 import sys
 
 import optuna
+import psutil
 import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
+from ppo.sweep.local import kill_tree
 from ppo.sweep.progress import Progress, Running, progress_lines
 from tests.sweep.conftest import REPO, run_launch, state, write_sweep
 from tests.sweep.recipes.curve import reward
@@ -22,7 +24,7 @@ from tests.waiting import wait_for
 SEARCH = '''
 search=Search({"optim.lr": LogUniform(1e-4, 1e-1), "lam": Uniform(0.8, 1.0), "steps": IntUniform(4, 6)},
               n_trials=6, sampler="tpe", seed=3),
-overrides=["step_s=0.15"],
+overrides=["step_s=0.3"],
 metric="validation/accuracy", step=4,
 stopping=EarlyStopping(rule=SuccessiveHalving(rungs=[2], eta=2, min_trials=2, metric="train/reward")),
 max_parallel=2,
@@ -47,9 +49,14 @@ def test_a_search_asks_tells_prunes_and_resumes_the_same_study_after_a_kill(tmp_
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.communicate(timeout=30)
+    # a trial dies with its driver (its process tree killed): the resumed sweep must launch it again
+    alive = {t: r for t, r in state(sweep_dir).items() if r["state"] == "running" and psutil.pid_exists(r["pid"])}
+    victim = max(alive, key=lambda t: alive[t]["search"])
+    kill_tree(alive[victim]["pid"], grace_s=5)
     rc, out, err = run_launch(str(sweep), "--run-dir", str(sweep_dir), cwd=tmp_path, timeout=180)
     assert rc == 0, out + err
     trials = state(sweep_dir)
+    assert trials[victim]["attempts"] == 2 and trials[victim]["state"] in ("done", "stopped")
     numbers = sorted(r["search"] for r in trials.values())
     assert numbers == list(range(6))  # every configuration asked once, none lost, none repeated
     frozen = study(sweep_dir).get_trials()
