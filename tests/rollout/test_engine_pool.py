@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import ray
 
-from ppo.rollout.generation import EnginePool, shard_bounds, start_generation_worker
+from ppo.rollout.generation import EnginePool, shard_bounds, spawn_generation_worker
 from ppo.rollout.settings import SamplingConfig, VLLMGeneration
 
 pytestmark = pytest.mark.slow
@@ -28,9 +28,7 @@ def two_engines(ray_runtime, tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     cfg = VLLMGeneration(model_path=str(tiny_model_dir), dtype="float32", max_model_len=64, kv_cache_bytes=16 << 20,
                          seed=0)
-    # started together, as the trainer starts its engines (spawning them one by one waits for each in turn)
-    actors = [start_generation_worker(cfg, index=i, num_cpus=0.5) for i in range(2)]
-    ray.get([actor.ready.remote() for actor in actors], timeout=600)
+    actors = [spawn_generation_worker(cfg, index=i, num_cpus=0.5) for i in range(2)]
     yield actors, tok
     for actor in actors:
         ray.kill(actor)
