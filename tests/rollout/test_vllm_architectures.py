@@ -10,7 +10,7 @@ from ppo.models.architecture import Architecture
 from ppo.models.builder import build_gpt_model
 from ppo.models.convert import hf_to_megatron, load_megatron_state, megatron_to_hf
 from ppo.models.export import write_hf_export
-from ppo.rollout.generation import spawn_generation_worker
+from ppo.rollout.generation import start_generation_worker
 from ppo.rollout.settings import SamplingConfig, VLLMGeneration
 from tests.models.conftest import LLAMA3_ROPE
 
@@ -68,27 +68,42 @@ def check_vllm_matches(actor, hf, prompts, eos):
         assert max(abs(a - b) for a, b in zip(sample.logprobs, logprobs)) < 1e-5, (sample.logprobs, logprobs)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_vllm_generates_what_transformers_does_from_the_export_and_after_a_refit(ray_runtime, megatron_world,
-                                                                                  tmp_path, variant):
+@pytest.fixture(scope="module")
+def engines(ray_runtime, megatron_world, tmp_path_factory):  # megatron_world: through_megatron builds in it
+    """Each variant's transformers model (changed weights) with its architecture and a vLLM engine started on its
+    export; the engines start together (spawned one by one, each would wait for the one before)."""
     from transformers import AutoModelForCausalLM
 
     from ppo.data.tokenizer import build_arithmetic_tokenizer
     from ppo.models.tiny import create_tiny_model
 
     tok = build_arithmetic_tokenizer()
-    source = create_tiny_model(tmp_path / "source", tok, num_layers=2, seed=3, **VARIANTS[variant])
-    hf = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
-    change_weights(hf, seed=5)
-    arch = Architecture.from_pretrained(source)
-    export = write_hf_export(through_megatron(dict(hf.state_dict()), arch), like=source, out=tmp_path / "export")
-    prompts = [tok(p)["input_ids"] for p in ("12+34=", "05+70+31=", "99+01+42+17=")]
-    actor = spawn_generation_worker(VLLMGeneration(model_path=str(export), dtype="float32", max_model_len=64,
-                                                   kv_cache_bytes=16 << 20, enable_prefix_caching=False, seed=0))
+    prepared = {}
+    for variant, options in VARIANTS.items():
+        tmp = tmp_path_factory.mktemp(variant)
+        source = create_tiny_model(tmp / "source", tok, num_layers=2, seed=3, **options)
+        hf = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+        change_weights(hf, seed=5)
+        arch = Architecture.from_pretrained(source)
+        export = write_hf_export(through_megatron(dict(hf.state_dict()), arch), like=source, out=tmp / "export")
+        actor = start_generation_worker(VLLMGeneration(model_path=str(export), dtype="float32", max_model_len=64,
+                                                       kv_cache_bytes=16 << 20, enable_prefix_caching=False, seed=0),
+                                        num_cpus=0.5)
+        prepared[variant] = (hf, arch, actor)
     try:
-        check_vllm_matches(actor, hf, prompts, tok.eos_token_id)
-        change_weights(hf, seed=6)
-        ray.get(actor.refit.remote(through_megatron(dict(hf.state_dict()), arch)))
-        check_vllm_matches(actor, hf, prompts, tok.eos_token_id)
+        ray.get([actor.ready.remote() for _, _, actor in prepared.values()], timeout=600)
+        yield tok, prepared
     finally:
-        ray.kill(actor)
+        for _, _, actor in prepared.values():
+            ray.kill(actor)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_vllm_generates_what_transformers_does_from_the_export_and_after_a_refit(engines, variant):
+    tok, prepared = engines
+    hf, arch, actor = prepared[variant]
+    prompts = [tok(p)["input_ids"] for p in ("12+34=", "05+70+31=", "99+01+42+17=")]
+    check_vllm_matches(actor, hf, prompts, tok.eos_token_id)
+    change_weights(hf, seed=6)
+    ray.get(actor.refit.remote(through_megatron(dict(hf.state_dict()), arch)))
+    check_vllm_matches(actor, hf, prompts, tok.eos_token_id)
