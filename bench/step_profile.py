@@ -157,10 +157,14 @@ class Baseline:
         import torch
 
         from ppo.algorithms.critic_loss import value_loss
+        from ppo.algorithms.options import PolicyLoss
         from ppo.algorithms.policy_loss import clipped_pg_loss
         from ppo.rollout.batch import select, trim
 
         loss = self.exp.policy.loss
+        # the baseline's loss: the run's clip and IS correction, no dual clip, KL or NLL terms
+        settings = PolicyLoss(clip_low=loss.clip_low, clip_high=loss.clip_high, is_correction=loss.is_correction,
+                              is_cap=loss.is_cap)
         policy_opt = torch.optim.Adam(self.policy.parameters(), lr=self.exp.policy.optimizer.lr)
         critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.exp.critic.optimizer.lr)
         rows = batch["input_ids"].shape[0]
@@ -179,10 +183,8 @@ class Baseline:
                 mb = trim(select(batch, part))
                 mask = mb["response_mask"]
                 policy_opt.zero_grad()
-                pg, _ = clipped_pg_loss(self.logprobs(mb), mb["logp_old"], mb["advantages"], mask,
-                                        clip_low=loss.clip_low, clip_high=loss.clip_high,
-                                        generation_logprobs=mb["logp_gen"], is_correction=loss.is_correction,
-                                        is_cap=loss.is_cap, global_valid_toks=mask.sum())
+                pg, _ = clipped_pg_loss(self.logprobs(mb), mb["logp_old"], mb["advantages"], mask, settings,
+                                        generation_logprobs=mb["logp_gen"], global_valid_toks=mask.sum())
                 pg.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.exp.policy.optimizer.clip_grad)
                 policy_opt.step()

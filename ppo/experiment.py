@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo.algorithms.estimators import GAE
-from ppo.algorithms.options import KL_KINDS, check_loss_options
+from ppo.algorithms.options import KL_KINDS
 from ppo.cluster.plan import (
     EngineLayout,
     GroupLayout,
@@ -197,8 +197,7 @@ class Experiment:
     def _validate_losses(self) -> None:
         loss = self.policy.loss
         try:
-            check_loss_options(loss.aggregation, loss.ratio_level, loss.is_correction, loss.clip_low,
-                               loss.clip_high, loss.dual_clip_c)
+            loss.check()
         except ValueError as err:
             raise ExperimentError(f"policy.loss: {err}") from None
         if loss.kl_kind not in KL_KINDS:

@@ -18,7 +18,10 @@ import torch
 
 from ppo.algorithms.kl import kl_penalty
 from ppo.algorithms.masked import masked_max, masked_mean, masked_min, masked_sum
-from ppo.algorithms.options import check_loss_options
+from ppo.algorithms.options import PolicyLoss
+
+DEFAULT_SETTINGS = PolicyLoss()
+"""The loss settings of a call that gives none: PPO's symmetric clip 0.2, token level, no extra terms."""
 
 
 def aggregate(
@@ -69,27 +72,19 @@ def clipped_pg_loss(
     old_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
+    settings: PolicyLoss = DEFAULT_SETTINGS,
     *,
-    clip_low: float = 0.2,
-    clip_high: float = 0.2,
-    dual_clip_c: float | None = None,
-    aggregation: str = "token",
-    ratio_level: str = "token",
+    generation_logprobs: torch.Tensor | None = None,
+    ref_logprobs: torch.Tensor | None = None,
+    sequence_rewards: torch.Tensor | None = None,
     global_valid_toks: torch.Tensor | float | None = None,
     global_valid_seqs: torch.Tensor | float | None = None,
-    generation_logprobs: torch.Tensor | None = None,
-    is_correction: str | None = None,
-    is_cap: float = 2.0,
-    is_low: float = 0.5,
-    ref_logprobs: torch.Tensor | None = None,
-    kl_coef: float = 0.0,
-    kl_kind: str = "k3",
-    kl_on_policy_approx: bool = False,
-    nll_coef: float = 0.0,
-    sequence_rewards: torch.Tensor | None = None,
     global_positive_toks: torch.Tensor | float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``loss = policy + β·KL + μ·NLL⁺`` for one (micro-)batch, with metrics named as in the notes.
+
+    ``settings`` are the run's loss settings (``policy.loss``); the keywords are this batch's tensors and the global
+    counts that normalise it (module docstring).
 
     Policy term: ``ratio = exp(logp − logp_old)`` (or GSPO's per-sequence ratio with ``ratio_level="sequence"``),
     ``L = max(−A·ratio, −A·clamp(ratio, 1 − clip_low, 1 + clip_high))``, and where ``A < 0`` with a dual clip,
@@ -104,8 +99,9 @@ def clipped_pg_loss(
     Every mean-like metric is pre-normalised by the global counts, so metrics of micro-batches sum to the full-batch
     value (``*_min``/``*_max`` reduce by min/max) — see ``ppo.algorithms.reduction.reduce_metrics``.
     """
-    check_loss_options(aggregation, ratio_level, is_correction, clip_low, clip_high, dual_clip_c)
+    settings.check()
     m = mask.to(logprobs.dtype)
+    aggregation = settings.aggregation
     if global_valid_toks is None:
         global_valid_toks = m.sum().clamp(min=1)
     if global_valid_seqs is None:
@@ -113,52 +109,52 @@ def clipped_pg_loss(
     token_mean = lambda x: masked_sum(x.detach(), m) / global_valid_toks  # noqa: E731
 
     log_ratio = logprobs - old_logprobs
-    if ratio_level == "sequence":
+    if settings.ratio_level == "sequence":
         log_ratio = masked_mean(log_ratio, m, dim=-1).unsqueeze(-1).expand_as(logprobs)
     ratio = torch.exp(log_ratio.clamp(-20.0, 20.0))
-    ratio_clamped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    ratio_clamped = ratio.clamp(1.0 - settings.clip_low, 1.0 + settings.clip_high)
     unclipped_loss = -advantages * ratio
     clipped_loss = -advantages * ratio_clamped
     per_token = torch.maximum(unclipped_loss, clipped_loss)
     metrics: dict[str, torch.Tensor] = {}
-    if dual_clip_c is not None:
-        dual_bound = -dual_clip_c * advantages
+    if settings.dual_clip_c is not None:
+        dual_bound = -settings.dual_clip_c * advantages
         metrics["dual_clipfrac"] = token_mean(((advantages < 0) & (per_token > dual_bound)).to(m.dtype))
         per_token = torch.where(advantages < 0, torch.minimum(per_token, dual_bound), per_token)
 
     weights = torch.ones_like(per_token)
     if generation_logprobs is not None:
         weights, out_of_bounds = importance_weights(
-            old_logprobs, generation_logprobs, m, is_correction, is_cap, is_low
+            old_logprobs, generation_logprobs, m, settings.is_correction, settings.is_cap, settings.is_low
         )
         metrics["token_mult_prob_error"] = token_mean(torch.exp((generation_logprobs - old_logprobs).abs()))
         metrics["is_oob_ratio"] = token_mean(out_of_bounds.to(m.dtype))
     policy_loss = aggregate(weights * per_token, m, aggregation, global_valid_toks, global_valid_seqs)
     loss = policy_loss
 
-    if kl_coef != 0.0:
+    if settings.kl_coef != 0.0:
         if ref_logprobs is None:
             raise ValueError("kl_coef != 0 needs ref_logprobs (the reference policy's logprobs)")
-        kl = kl_penalty(logprobs, ref_logprobs, kl_kind)
+        kl = kl_penalty(logprobs, ref_logprobs, settings.kl_kind)
         kl_weights = weights
-        if kl_on_policy_approx:
+        if settings.kl_on_policy_approx:
             if generation_logprobs is None:
                 raise ValueError("kl_on_policy_approx needs generation_logprobs")
             kl_weights = torch.exp((logprobs - generation_logprobs).detach().clamp(-20, 20))
-        kl_loss = kl_coef * aggregate(kl_weights * kl, m, aggregation, global_valid_toks, global_valid_seqs)
+        kl_loss = settings.kl_coef * aggregate(kl_weights * kl, m, aggregation, global_valid_toks, global_valid_seqs)
         loss = loss + kl_loss
         metrics["kl_penalty"] = kl_loss.detach()
     if ref_logprobs is not None:
-        metrics["kl"] = token_mean(kl_penalty(logprobs, ref_logprobs, kl_kind))
+        metrics["kl"] = token_mean(kl_penalty(logprobs, ref_logprobs, settings.kl_kind))
 
-    if nll_coef != 0.0:
+    if settings.nll_coef != 0.0:
         if sequence_rewards is None:
             raise ValueError("nll_coef != 0 (VAPO positive-example NLL) needs sequence_rewards")
         positive = m * (sequence_rewards > 0).to(m.dtype).unsqueeze(-1)
         if global_positive_toks is None:
             global_positive_toks = positive.sum().clamp(min=1)
         nll = masked_sum(-logprobs, positive) / global_positive_toks
-        loss = loss + nll_coef * nll
+        loss = loss + settings.nll_coef * nll
         metrics["positive_nll_loss"] = nll.detach()
 
     on_policy_weight = 1.0

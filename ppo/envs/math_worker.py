@@ -11,7 +11,7 @@ import resource
 
 from ppo.envs.answer import extract_answer
 from ppo.envs.latex import latex_equal, quiet_math_verify
-from ppo.envs.math import score_answer
+from ppo.envs.scoring import score_answer
 
 WORKER_MEMORY_BYTES = 2 << 30
 """Address space a worker may add after its imports; SymPy blowing past it raises MemoryError and scores 0.0."""

@@ -4,7 +4,7 @@
 empty) holds:
 
 =====================  ======================================================================================
-``config.json``        the graph in Fiddle's JSON (``ppo.config.from_json`` loads it; the job builds it)
+``config.json``        the graph in Fiddle's JSON (``ppo.config.serialization.from_json`` loads it; the job builds it)
 ``config.txt``         the flattened config, lines changed by fiddlers/overrides marked ``# <- ...``
 ``overrides.txt``      the fiddlers (``--fiddler NAME``) and overrides, one per line, in the order applied
 ``wandb_config.json``  the config as data for the trainer's wandb run: ``{path: value}`` as ``config.txt``

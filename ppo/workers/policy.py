@@ -49,7 +49,6 @@ class PolicyWorker(MegatronWorker):
         ``batch`` needs ``logp_old``, ``advantages`` (and ``logp_ref`` with a KL loss, ``rewards`` with NLL).
         """
         batch = self.receive(batch)
-        loss = self.spec.loss
         results = []
         for minibatch in self.minibatches(batch, num_minibatches, seed):
             mask = minibatch["response_mask"]
@@ -64,12 +63,8 @@ class PolicyWorker(MegatronWorker):
                 logp = token_logprobs(module, mb["input_ids"], mb["segment_ids"], temperature=temperature,
                                       chunk_size=self.spec.logprob_chunk_size)
                 return clipped_pg_loss(
-                    logp, mb["logp_old"], mb["advantages"], mb["response_mask"],
-                    clip_low=loss.clip_low, clip_high=loss.clip_high, dual_clip_c=loss.dual_clip_c,
-                    aggregation=loss.aggregation, ratio_level=loss.ratio_level,
-                    generation_logprobs=mb["logp_gen"], is_correction=loss.is_correction, is_cap=loss.is_cap,
-                    is_low=loss.is_low, ref_logprobs=mb.get("logp_ref"), kl_coef=loss.kl_coef,
-                    kl_kind=loss.kl_kind, kl_on_policy_approx=loss.kl_on_policy_approx, nll_coef=loss.nll_coef,
+                    logp, mb["logp_old"], mb["advantages"], mb["response_mask"], self.spec.loss,
+                    generation_logprobs=mb["logp_gen"], ref_logprobs=mb.get("logp_ref"),
                     sequence_rewards=mb.get("rewards"), **counts,
                 )
 

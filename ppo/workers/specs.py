@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ppo.algorithms.options import PolicyLoss
 from ppo.models import layers
 from ppo.models.hub import parse_model_id
 from ppo.models.optim import OptimizerSettings
@@ -70,24 +71,6 @@ class MegatronModelSpec:
     def world_size(self) -> int:
         """Processes (GPUs) of the group: ``tensor × pipeline × context × data_parallel``."""
         return self.parallel.model_parallel_size * self.data_parallel
-
-
-@dataclass
-class PolicyLoss:
-    """The actor's loss settings (``ppo.algorithms.clipped_pg_loss``)."""
-
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    dual_clip_c: float | None = None
-    aggregation: str = "token"
-    ratio_level: str = "token"
-    is_correction: str | None = None
-    is_cap: float = 2.0
-    is_low: float = 0.5
-    kl_coef: float = 0.0  # KL to the reference policy as a loss term (0 = off, no reference model loaded)
-    kl_kind: str = "k3"
-    kl_on_policy_approx: bool = False
-    nll_coef: float = 0.0  # VAPO positive-example NLL
 
 
 @dataclass

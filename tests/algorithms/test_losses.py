@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from ppo.algorithms.critic_loss import value_loss
+from ppo.algorithms.options import PolicyLoss
 from ppo.algorithms.policy_loss import clipped_pg_loss
 from ppo.algorithms.reduction import reduce_metrics
 from tests.algorithms import reference as ref
@@ -20,7 +21,8 @@ def pg_args(batch, **kw):
 @pytest.mark.parametrize("clip_low,clip_high,dual_c", [(0.2, 0.2, None), (0.2, 0.28, 3.0), (0.1, 0.5, 10.0)])
 def test_pg_loss_equals_reference(batch, aggregation, clip_low, clip_high, dual_c):
     loss, _ = clipped_pg_loss(
-        **pg_args(batch), clip_low=clip_low, clip_high=clip_high, dual_clip_c=dual_c, aggregation=aggregation
+        **pg_args(batch), settings=PolicyLoss(clip_low=clip_low, clip_high=clip_high, dual_clip_c=dual_c,
+                                              aggregation=aggregation)
     )
     lp, lo, adv, m = (ref.to_lists(batch[k]) for k in ("logprobs", "old_logprobs", "advantages", "mask"))
     expected = ref.pg_loss(lp, lo, adv, m, clip_low, clip_high, dual_c, aggregation)
@@ -37,14 +39,14 @@ def test_default_token_level_loss_is_masked_mean(batch):
 
 def test_hand_worked_dual_clip():
     one = lambda x: torch.tensor([[x]], dtype=torch.float64)  # noqa: E731
-    loss, metrics = clipped_pg_loss(one(math.log(5.0)), one(0.0), one(-1.0), one(1.0), dual_clip_c=3.0)
+    loss, metrics = clipped_pg_loss(one(math.log(5.0)), one(0.0), one(-1.0), one(1.0), PolicyLoss(dual_clip_c=3.0))
     assert loss.item() == pytest.approx(3.0)
     assert metrics["dual_clipfrac"].item() == 1.0
-    _, metrics = clipped_pg_loss(one(math.log(2.0)), one(0.0), one(-1.0), one(1.0), dual_clip_c=3.0)
+    _, metrics = clipped_pg_loss(one(math.log(2.0)), one(0.0), one(-1.0), one(1.0), PolicyLoss(dual_clip_c=3.0))
     assert metrics["dual_clipfrac"].item() == 0.0, "ratio 2 < c = 3: the dual clip does not bind"
     loss, _ = clipped_pg_loss(one(math.log(5.0)), one(0.0), one(-1.0), one(1.0))
     assert loss.item() == pytest.approx(5.0)
-    loss, _ = clipped_pg_loss(one(math.log(5.0)), one(0.0), one(1.0), one(1.0), clip_high=0.28)
+    loss, _ = clipped_pg_loss(one(math.log(5.0)), one(0.0), one(1.0), one(1.0), PolicyLoss(clip_high=0.28))
     assert loss.item() == pytest.approx(-1.28)
 
 
@@ -54,7 +56,7 @@ def test_dual_clip_only_ever_lowers_the_loss_and_only_for_negative_advantages(ba
     for sign in (-1, 1):
         adv = args["advantages"].abs() * sign
         base, _ = clipped_pg_loss(**dict(args, advantages=adv))
-        dual, _ = clipped_pg_loss(**dict(args, advantages=adv), dual_clip_c=1.5)
+        dual, _ = clipped_pg_loss(**dict(args, advantages=adv), settings=PolicyLoss(dual_clip_c=1.5))
         if sign < 0:
             assert dual.item() < base.item()
         else:
@@ -65,7 +67,8 @@ def test_dual_clip_only_ever_lowers_the_loss_and_only_for_negative_advantages(ba
 def test_importance_sampling_correction_equals_reference(batch, kind):
     cap, low = 1.5, 0.7
     loss, metrics = clipped_pg_loss(
-        **pg_args(batch), generation_logprobs=batch["gen_logprobs"], is_correction=kind, is_cap=cap, is_low=low
+        **pg_args(batch), settings=PolicyLoss(is_correction=kind, is_cap=cap, is_low=low),
+        generation_logprobs=batch["gen_logprobs"],
     )
     lp, lo, lg, adv, m = (ref.to_lists(batch[k]) for k in ("logprobs", "old_logprobs", "gen_logprobs",
                                                                "advantages", "mask"))
@@ -98,8 +101,8 @@ def test_importance_sampling_correction_equals_reference(batch, kind):
 
 
 def test_kl_term_and_positive_nll(batch):
-    kw = dict(ref_logprobs=batch["ref_logprobs"], kl_coef=0.1, kl_kind="k3",
-              nll_coef=0.5, sequence_rewards=batch["sequence_rewards"])
+    kw = dict(ref_logprobs=batch["ref_logprobs"], settings=PolicyLoss(kl_coef=0.1, kl_kind="k3", nll_coef=0.5),
+              sequence_rewards=batch["sequence_rewards"])
     loss, metrics = clipped_pg_loss(**pg_args(batch), **kw)
     lp, lr, m = (ref.to_lists(batch[k]) for k in ("logprobs", "ref_logprobs", "mask"))
     R = batch["sequence_rewards"].tolist()
@@ -114,9 +117,9 @@ def test_kl_term_and_positive_nll(batch):
 
 
 def test_kl_on_policy_approximation_weights(batch):
-    kw = dict(ref_logprobs=batch["ref_logprobs"], kl_coef=1.0, generation_logprobs=batch["gen_logprobs"])
-    plain, _ = clipped_pg_loss(**pg_args(batch), **kw)
-    approx, _ = clipped_pg_loss(**pg_args(batch), **kw, kl_on_policy_approx=True)
+    kw = dict(ref_logprobs=batch["ref_logprobs"], generation_logprobs=batch["gen_logprobs"])
+    plain, _ = clipped_pg_loss(**pg_args(batch), **kw, settings=PolicyLoss(kl_coef=1.0))
+    approx, _ = clipped_pg_loss(**pg_args(batch), **kw, settings=PolicyLoss(kl_coef=1.0, kl_on_policy_approx=True))
     lp, lr, lg, m = (ref.to_lists(batch[k]) for k in ("logprobs", "ref_logprobs", "gen_logprobs", "mask"))
     n = sum(map(sum, m))
     w_kl = sum(math.exp(lp[b][t] - lg[b][t]) * ref.kl(lp[b][t], lr[b][t], "k3") * m[b][t]
@@ -145,8 +148,9 @@ def test_pg_loss_and_gradient_are_microbatch_split_invariant(batch, aggregation)
     global_kwargs = dict(global_valid_toks=m.sum(), global_valid_seqs=(m.sum(-1) > 0).sum(),
                          global_positive_toks=(m * (batch["sequence_rewards"] > 0)[:, None]).sum())
     keys = ["logprobs", "old_logprobs", "advantages", "mask"]
-    kw = dict(aggregation=aggregation, dual_clip_c=3.0, generation_logprobs=batch["gen_logprobs"],
-              is_correction="tis", ref_logprobs=batch["ref_logprobs"], kl_coef=0.05, nll_coef=0.1,
+    kw = dict(settings=PolicyLoss(aggregation=aggregation, dual_clip_c=3.0, is_correction="tis", kl_coef=0.05,
+                                  nll_coef=0.1),
+              generation_logprobs=batch["gen_logprobs"], ref_logprobs=batch["ref_logprobs"],
               sequence_rewards=batch["sequence_rewards"])
     results = [split_sum(clipped_pg_loss, batch, bounds, keys, global_kwargs, **kw) for bounds in SPLITS]
     full_loss, full_grad, full_metrics = results[0]
@@ -198,10 +202,10 @@ def test_value_loss_gradient_and_explained_variance_are_split_invariant(batch):
 def test_option_errors():
     x = torch.zeros(1, 2)
     with pytest.raises(ValueError, match="dual_clip_c must be > 1"):
-        clipped_pg_loss(x, x, x, x, dual_clip_c=0.5)
+        clipped_pg_loss(x, x, x, x, PolicyLoss(dual_clip_c=0.5))
     with pytest.raises(ValueError, match="is_correction"):
-        clipped_pg_loss(x, x, x, x, is_correction="tiss")
+        clipped_pg_loss(x, x, x, x, PolicyLoss(is_correction="tiss"))
     with pytest.raises(ValueError, match="needs ref_logprobs"):
-        clipped_pg_loss(x, x, x, x, kl_coef=0.1)
+        clipped_pg_loss(x, x, x, x, PolicyLoss(kl_coef=0.1))
     with pytest.raises(ValueError, match="clip_range"):
         value_loss(x, x, x, x, clip_range=0.0)

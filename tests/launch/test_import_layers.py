@@ -5,14 +5,18 @@ function, since a lazy import closes a cycle all the same):
   ``ppo`` imports either CLI;
 - sweeps build on the launch layer, never the other way round: no ``ppo.launch`` module imports ``ppo.sweep``;
 - the modules of ``ppo/launch`` and ``ppo/sweep`` import each other without a cycle;
-- the training side is layered (:data:`BELOW`): pure math, data, the cluster plan, collection, the actors, the loop,
-  each importing nothing above it, and the loop nothing from the launcher.
+- every package of ``ppo`` sits in a layer (:data:`PACKAGE_LAYERS`) and imports only from the layers below it, so
+  the packages form no cycle: pure math imports no data, the actors nothing of the loop, the loop nothing of the
+  launcher;
+- the modules of the training side import each other without a cycle.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 from tests.launch.conftest import REPO
 
@@ -99,32 +103,110 @@ def test_only_launch_py_imports_the_command_lines():
 
 
 LOOP_LAYERS = ("ppo.algorithms", "ppo.data", "ppo.cluster", "ppo.rollout", "ppo.workers", "ppo.loop")
-"""The training side, lowest first: pure math, then data, the cluster plan, collection, the actors, the loop."""
+"""The training side's packages, whose modules must not import each other in a cycle."""
 
-BELOW = {
-    "ppo.algorithms": ("ppo.data", "ppo.cluster", "ppo.rollout", "ppo.workers", "ppo.loop", "ppo.launch"),
-    "ppo.data": ("ppo.cluster", "ppo.rollout", "ppo.workers", "ppo.loop", "ppo.launch"),
-    "ppo.cluster": ("ppo.rollout", "ppo.workers", "ppo.loop", "ppo.launch"),
-    "ppo.rollout": ("ppo.loop", "ppo.launch"),
-    "ppo.workers": ("ppo.loop", "ppo.launch"),
-    "ppo.loop": ("ppo.launch", "ppo.sweep", "ppo.nightly"),
-}
-"""What each package of the training side must not import: the plan knows nothing of the actors it places, the
-actors nothing of the loop, and the loop nothing of the launcher (which hands it the config as data,
-``wandb_config.json``)."""
+PACKAGE_LAYERS = (
+    ("ppo.atomic", "ppo.seeds", "ppo.hub"),
+    ("ppo.algorithms", "ppo.metrics", "ppo.envs"),
+    ("ppo.config", "ppo.data", "ppo.cluster", "ppo.models"),
+    ("ppo.workers",),
+    ("ppo.rollout",),
+    ("ppo.loop",),
+    ("ppo.experiment",),
+    ("ppo.launch",),
+    ("ppo.nightly",),
+    ("ppo.sweep",),
+)
+"""Every package (and top-level module) of ``ppo``, lowest layer first; a package imports only from layers below
+its own, never from its own layer's other packages or from above.  Bottom up: small helpers (atomic writes, seeds,
+the HF cache); pure math, the metrics files, answer grading; configs, data, the cluster plan, the models; the actors
+that own a model; collection (the engines and the generation actor, which ship batches with the actors' traffic
+counting); the loop; the experiment a config builds; the launcher; the nightly suite; sweeps."""
+
+KNOWN_UPWARD = {("ppo.workers", "ppo.rollout"):
+                "issue 36: ppo/rollout/batch.py, the batch layout the workers read, moves below both packages"}
+"""Package imports that break the layers today and are being removed, each with the reason: the checks below skip
+them, and :func:`test_no_known_upward_import_remains` fails (strict xfail) once they are gone, so that its
+entry goes too."""
 
 
-def test_each_training_package_imports_nothing_above_it():
-    known = {module_name(p, REPO) for p in (REPO / "ppo").rglob("*.py")}
-    files = {module_name(p, REPO): p for p in (REPO / "ppo").rglob("*.py")}
+def package_of(module: str) -> str:
+    """``ppo.loop.trainer`` -> ``ppo.loop``; a top-level module (``ppo.experiment``) is a package of its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(root: Path) -> dict[tuple[str, str], list[str]]:
+    """``{(package, imported package): ["module -> module", ...]}`` for every import of ``ppo`` between packages."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, targets in import_graph(root, ("ppo",)).items():
+        for target in sorted(targets):
+            if package_of(target) != package_of(module) and package_of(module) != "ppo":
+                edges.setdefault((package_of(module), package_of(target)), []).append(f"{module} -> {target}")
+    return edges
+
+
+def upward_imports(root: Path, layers=PACKAGE_LAYERS) -> dict[str, list[str]]:
+    """The package imports that do not go to a lower layer, each with the module imports that make it; a package
+    missing from ``layers`` is reported too (a new package must be placed)."""
+    layer = {package: level for level, packages in enumerate(layers) for package in packages}
     wrong = {}
-    for module, path in files.items():
-        package = next((pkg for pkg in BELOW if module == pkg or module.startswith(pkg + ".")), None)
-        if package is not None:
-            above = sorted(m for m in imports(path, REPO, known) if m.startswith(BELOW[package]))
-            if above:
-                wrong[module] = above
-    assert wrong == {}
+    for (source, target), via in package_graph(root).items():
+        if (source, target) in KNOWN_UPWARD:
+            continue
+        if source not in layer or target not in layer:
+            wrong[f"{source} -> {target}"] = [f"{source if source not in layer else target} is in no layer"]
+        elif layer[target] >= layer[source]:
+            wrong[f"{source} -> {target}"] = via
+    return wrong
+
+
+def test_every_package_is_in_a_layer():
+    packages = {package_of(module_name(p, REPO)) for p in (REPO / "ppo").rglob("*.py")} - {"ppo"}
+    placed = {package for packages in PACKAGE_LAYERS for package in packages}
+    assert packages - placed == set() and placed - packages == set()
+
+
+def test_no_package_imports_from_its_own_layer_or_above():
+    via = package_graph(REPO)[("ppo.loop", "ppo.rollout")]
+    assert any(v.endswith(" -> ppo.rollout.collect") for v in via), via  # the walk saw the loop's imports
+    assert upward_imports(REPO) == {}
+
+
+def test_the_packages_import_each_other_without_a_cycle():
+    edges = {edge for edge in package_graph(REPO) if edge not in KNOWN_UPWARD}
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+    cycle = find_cycle(graph)
+    assert cycle is None, "package import cycle: " + " -> ".join(cycle)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 36: the batch layout (ppo/rollout/batch.py) still lives in ppo.rollout, "
+                                       "which the workers import; it moves below both")
+def test_no_known_upward_import_remains():
+    """Expected to fail while :data:`KNOWN_UPWARD` names an import that is still there; strict, so once the last one
+    is gone the unexpected pass fails the run until the entry (and this mark) are removed, and the layer checks cover
+    that pair again."""
+    edges = package_graph(REPO)
+    assert {pair: edges[pair] for pair in KNOWN_UPWARD if pair in edges} == {}
+
+
+def test_the_layer_checks_find_an_upward_import_and_a_package_cycle(tmp_path):
+    """The package checks on a small tree: an import from a lower layer to a higher one, inside a function, is
+    reported with the module that makes it, and closes a cycle between the two packages."""
+    files = {("__init__",): "", ("low", "__init__"): "", ("high", "__init__"): "",
+             ("low", "math"): "def f():\n    from ppo.high import loop\n",
+             ("high", "loop"): "from ppo.low import math\n"}
+    for parts, text in files.items():
+        path = tmp_path.joinpath("ppo", *parts).with_suffix(".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    layers = (("ppo.low",), ("ppo.high",))
+    assert upward_imports(tmp_path, layers) == {"ppo.low -> ppo.high": ["ppo.low.math -> ppo.high.loop"]}
+    graph = {source: {target} for source, target in package_graph(tmp_path)}
+    assert find_cycle(graph) == ["ppo.high", "ppo.low", "ppo.high"]
+    tmp_path.joinpath("ppo", "low", "math.py").write_text("def f():\n    pass\n")
+    assert upward_imports(tmp_path, layers) == {}
 
 
 def test_the_training_packages_import_each_other_without_a_cycle():
