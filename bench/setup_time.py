@@ -10,8 +10,8 @@ two trees take turns (baseline, this, baseline, this, ...) so that a change in t
 - **set-up**: ``launch.py experiments/tiny_cpu.py trainer.max_steps=1``, ``--runs`` times per tree; the phases are
   the run's own ``timing/setup/*`` (step 0 of its ``metrics.jsonl``), medians over the runs.  The first run of a
   tree pays what a first run on a machine pays (see the README); compare second runs.
-- **dry run**: ``launch.py experiments/dsr1_7b.py --executor slurm --dry-run`` wall time, the median of
-  ``--repeats`` after one untimed run.
+- **dry run**: ``launch.py experiments/dsr1_7b.py --executor slurm --dry-run`` wall time and CPU time (user +
+  system, the steadier of the two when other jobs share the cores), medians of ``--repeats`` after one untimed run.
 
 Numbers are seconds on this machine in this invocation; on a shared machine, hold its lock while this runs.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,10 +34,14 @@ PHASES = ("ray", "warm_start", "workers", "total")
 DRY_RUN = ["experiments/dsr1_7b.py", "--executor", "slurm", "--dry-run"]
 
 
-def dry_run_seconds(tree: Path) -> float:
+def dry_run_seconds(tree: Path) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one dry run: on a shared machine the CPU time is the steadier."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run([str(PYTHON), "launch.py", *DRY_RUN], cwd=tree, check=True, capture_output=True)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def setup_phases(tree: Path, run_dir: Path) -> dict[str, float]:
@@ -71,7 +76,9 @@ def main() -> int:
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False)
     print(f"{'':28s}" + "".join(f"{name:>24s}" for name in trees))
-    print(f"{'dry run dsr1_7b (median)':28s}" + "".join(f"{statistics.median(dry[n]):23.2f}s" for n in trees))
+    for i, what in enumerate(("wall", "CPU")):
+        cells = "".join(f"{statistics.median(t[i] for t in dry[n]):23.2f}s" for n in trees)
+        print(f"{'dry run dsr1_7b ' + what + ' (median)':28s}" + cells)
     for phase in PHASES if args.runs else ():
         cells = "".join(f"{statistics.median(r[phase] for r in setup[n]):23.1f}s" for n in trees)
         print(f"{'set-up ' + phase + ' (median)':28s}" + cells)

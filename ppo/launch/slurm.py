@@ -28,7 +28,6 @@ from ppo.config.errors import ConfigError
 from ppo.launch import rundir
 from ppo.launch.executors import SlurmExecutor
 from ppo.launch.rundir import GitState, write_json
-from ppo.launch.slurm_job import SlurmJob
 
 FOLDER = "slurm"
 SUCCESS = {"COMPLETED"}
@@ -91,6 +90,8 @@ def render_sbatch(executor: SlurmExecutor, job_name: str, run_dir: Path) -> str:
 
 def submit(executor: SlurmExecutor, job_name: str, run_dir: Path) -> str:
     """Submit the run; records ``job.json`` and returns the SLURM job id."""
+    from ppo.launch.slurm_job import SlurmJob  # psutil with it: the job's code, not the dry run's
+
     run_dir = Path(run_dir).resolve()
     folder = run_dir / FOLDER
     with captured_stderr() as captured:

@@ -24,6 +24,8 @@ NCCL), and every node Ray's daemons; node 0 also the driver.
 
 from __future__ import annotations
 
+from collections import Counter
+
 HOST_PHASES = ("Megatron start-up", "engine start-up", "generation", "training", "refit")
 GIB = 1 << 30
 HOST_PROCESS_BYTES = 4 * GIB
@@ -56,7 +58,7 @@ def megatron_rank_host(*, weights: int, optimizer: int, reference: int, checkpoi
 def engine_rank_host(*, tensor_bytes: list[int], checkpoint_shard: int) -> dict[str, dict]:
     """One vLLM worker's host bytes per phase: while loading, its shard as the checkpoint stores it; once it has slept,
     a pinned copy of each weight tensor (``tensor_bytes``), kept by PyTorch's pinned cache after every wake-up."""
-    asleep = {"weights (pinned)": sum(pinned_bytes(size) for size in tensor_bytes)}
+    asleep = {"weights (pinned)": sum(pinned_bytes(size) * n for size, n in Counter(tensor_bytes).items())}
     return {"Megatron start-up": {}, "engine start-up": {"checkpoint shards": checkpoint_shard},
             "generation": asleep, "training": asleep, "refit": asleep}
 

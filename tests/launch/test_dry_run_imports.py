@@ -1,6 +1,7 @@
 """The dry run imports only what it uses: a SLURM recipe's dry run (its memory plan, its hub model looked up in the
 cache) loads neither huggingface_hub (the cache is read directly, ``ppo.models.hub.snapshot_folder``) nor numpy
-(no data is drawn), nor torch, transformers or vLLM: each is a tenth of a second or more of a command run by hand."""
+(no data is drawn), nor torch, transformers or vLLM: each is a tenth of a second or more of a command run by hand.
+Nor psutil, which only the SLURM job's own code uses (``ppo.launch.slurm_job``, imported where a job is submitted)."""
 
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import pytest
 
 from tests.launch.conftest import REPO
 
-HEAVY = ("huggingface_hub", "numpy", "torch", "transformers", "vllm", "ray")
+HEAVY = ("huggingface_hub", "numpy", "torch", "transformers", "vllm", "ray", "psutil")
 
 
 @pytest.mark.slow
