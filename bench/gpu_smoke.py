@@ -77,7 +77,7 @@ def build_workers(model_dir: str, dtype: str):
     return policy, critic
 
 
-def rollout_batch(vocab: int) -> dict:
+def rollout_batch(vocab: int):
     """A batch as the driver sends it: on the CPU, rows of different lengths, every field the losses read."""
     from ppo.rollout.batch import build_rollout_batch
     from ppo.rollout.settings import Sample
@@ -87,10 +87,10 @@ def rollout_batch(vocab: int) -> dict:
     samples = [[Sample(torch.randint(3, vocab, (n,), generator=g).tolist(), [-1.0] * n, "stop")]
                for n in (3, 5, 2, 6, 4, 1, 5, 3)]
     batch = build_rollout_batch(prompts, samples, pad_id=0, ground_truths=["0"] * len(prompts))
-    mask = batch["response_mask"]
+    mask = batch.response_mask
     for name in ("advantages", "returns"):
-        batch[name] = torch.randn(mask.shape, generator=g) * mask
-    batch["rewards"] = (torch.rand(len(prompts), generator=g) > 0.5).float()
+        setattr(batch, name, torch.randn(mask.shape, generator=g) * mask)
+    batch.rewards = (torch.rand(len(prompts), generator=g) > 0.5).float()
     return batch
 
 
@@ -108,11 +108,11 @@ def finite_on_cpu(name: str, value) -> None:
 
 def part_workers(ctx) -> None:
     policy, critic, batch = ctx["policy"], ctx["critic"], ctx["batch"]
-    batch["logp_old"] = policy.logprobs(batch)
-    batch["logp_ref"] = policy.logprobs(batch, reference=True)
-    batch["values"] = critic.values(batch)
+    batch.logp_old = policy.logprobs(batch)
+    batch.logp_ref = policy.logprobs(batch, reference=True)
+    batch.values = critic.values(batch)
     for name in ("logp_old", "logp_ref", "values"):
-        finite_on_cpu(name, batch[name])
+        finite_on_cpu(name, batch.get(name))
     finite_on_cpu("critic train", critic.train(batch, num_minibatches=2, seed=0))
     finite_on_cpu("policy train", policy.train(batch, num_minibatches=2, seed=0))
     finite_on_cpu("supervised step", policy.supervised_step(batch, lr=1e-4))
@@ -129,12 +129,12 @@ def part_hf_parity(ctx) -> None:
                          master_port=free_port(), seed=0)  # the untrained weights, as in the checkpoint
     ours = fresh.logprobs(batch)
     hf = AutoModelForCausalLM.from_pretrained(ctx["model_dir"], dtype=fresh.spec.dtype).to(device).eval()
-    ids, segments = batch["input_ids"].to(device), batch["segment_ids"].to(device)
+    ids, segments = batch.input_ids.to(device), batch.segment_ids.to(device)
     with torch.no_grad():
         logits = hf(input_ids=ids, attention_mask=(segments > 0).long()).logits.float()
     theirs = torch.zeros_like(ours)
     theirs[:, 1:] = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0].cpu()
-    mask = batch["response_mask"].bool()
+    mask = batch.response_mask.bool()
     gap = (ours - theirs)[mask].abs().mean().item()
     print(f"    mean |logp_megatron - logp_transformers| over response tokens: {gap:.4f} nats ({fresh.spec.dtype})")
     assert gap < 0.05, f"logprobs differ by {gap:.4f} nats on average"

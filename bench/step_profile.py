@@ -115,7 +115,7 @@ class Baseline:
         init_worker()
         return [float(score_item(t, g)[0]) for t, g in zip(texts, truths)]
 
-    def batch(self, responses, logprobs) -> dict:
+    def batch(self, responses, logprobs):
         """The sampled responses as the trainer's right-padded batch (prompt, response up to its end)."""
         import torch
 
@@ -133,33 +133,33 @@ class Baseline:
             groups.append(group)
         batch = build_rollout_batch(self.train_prompts, groups, pad_id=self.tokenizer.pad_token_id,
                                     ground_truths=[self.truths[i] for i in range(len(groups))])
-        mask = batch["response_mask"]
-        batch["advantages"] = torch.randn(mask.shape) * mask
-        batch["returns"] = torch.randn(mask.shape) * mask
+        mask = batch.response_mask
+        batch.advantages = torch.randn(mask.shape) * mask
+        batch.returns = torch.randn(mask.shape) * mask
         return batch
 
-    def logprobs(self, batch: dict):
+    def logprobs(self, batch):
         import torch
 
-        attention = batch["segment_ids"].ne(0).long()
-        logits = self.policy(input_ids=batch["input_ids"], attention_mask=attention).logits.float()
+        attention = batch.segment_ids.ne(0).long()
+        logits = self.policy(input_ids=batch.input_ids, attention_mask=attention).logits.float()
         logp = torch.log_softmax(logits[:, :-1] / self.exp.generation.sampling.temperature, -1)
-        logp = logp.gather(-1, batch["input_ids"][:, 1:, None])[..., 0]
+        logp = logp.gather(-1, batch.input_ids[:, 1:, None])[..., 0]
         return torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)
 
-    def values(self, batch: dict):
-        attention = batch["segment_ids"].ne(0).long()
-        hidden = self.critic["backbone"](input_ids=batch["input_ids"], attention_mask=attention).last_hidden_state
+    def values(self, batch):
+        attention = batch.segment_ids.ne(0).long()
+        hidden = self.critic["backbone"](input_ids=batch.input_ids, attention_mask=attention).last_hidden_state
         return self.critic["head"](hidden)[..., 0]
 
-    def train(self, batch: dict) -> None:
+    def train(self, batch) -> None:
         """``ppo_epochs`` × (a critic epoch, then a policy epoch) of ``num_minibatches`` Adam steps each."""
         import torch
 
         from ppo.algorithms.critic_loss import value_loss
         from ppo.algorithms.options import PolicyLoss
         from ppo.algorithms.policy_loss import clipped_pg_loss
-        from ppo.rollout.batch import select, trim
+        from ppo.data.batch import select, trim
 
         loss = self.exp.policy.loss
         # the baseline's loss: the run's clip and IS correction, no dual clip, KL or NLL terms
@@ -167,24 +167,24 @@ class Baseline:
                               is_cap=loss.is_cap)
         policy_opt = torch.optim.Adam(self.policy.parameters(), lr=self.exp.policy.optimizer.lr)
         critic_opt = torch.optim.Adam(self.critic.parameters(), lr=self.exp.critic.optimizer.lr)
-        rows = batch["input_ids"].shape[0]
+        rows = batch.rows
         for epoch in range(self.cfg.ppo_epochs):
             order = torch.randperm(rows, generator=torch.Generator().manual_seed(epoch))
             for part in order.chunk(self.cfg.num_minibatches):
                 mb = trim(select(batch, part))
-                mask = mb["response_mask"]
+                mask = mb.response_mask
                 critic_opt.zero_grad()
-                value, _ = value_loss(self.values(mb), mb["values"], mb["returns"], mask,
+                value, _ = value_loss(self.values(mb), mb.values, mb.returns, mask,
                                       clip_range=self.exp.critic.value_clip, global_valid_toks=mask.sum())
                 value.backward()
                 torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.exp.critic.optimizer.clip_grad)
                 critic_opt.step()
             for part in order.chunk(self.cfg.num_minibatches):
                 mb = trim(select(batch, part))
-                mask = mb["response_mask"]
+                mask = mb.response_mask
                 policy_opt.zero_grad()
-                pg, _ = clipped_pg_loss(self.logprobs(mb), mb["logp_old"], mb["advantages"], mask, settings,
-                                        generation_logprobs=mb["logp_gen"], global_valid_toks=mask.sum())
+                pg, _ = clipped_pg_loss(self.logprobs(mb), mb.logp_old, mb.advantages, mask, settings,
+                                        generation_logprobs=mb.logp_gen, global_valid_toks=mask.sum())
                 pg.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.exp.policy.optimizer.clip_grad)
                 policy_opt.step()
@@ -203,8 +203,8 @@ def measure_baselines(run_dir: Path, overrides: list[str]) -> dict[str, float]:
     truths = [t for t in base.truths for _ in range(n)]
     batch = base.batch(responses, logprobs)
     with torch.no_grad():
-        batch["values"] = base.values(batch)
-        batch["logp_old"] = base.logprobs(batch)
+        batch.values = base.values(batch)
+        batch.logp_old = base.logprobs(batch)
     baseline = {
         "generation/engines": median_seconds(lambda: base.generate(base.train_prompts, n, greedy=False), 3),
         "generation/scoring": median_seconds(lambda: base.score(texts, truths), 3),

@@ -127,7 +127,7 @@ class Experiment:
                   f"generation.max_model_len={longest} tokens")
             check(spec.pad_to_multiple is None or spec.pad_to_multiple >= 1,
                   f"{group}.pad_to_multiple must be >= 1 (or None), got {spec.pad_to_multiple}")
-            # every micro-batch is padded to a multiple of sequence_multiple (ppo.rollout.batch.pad_width), so a
+            # every micro-batch is padded to a multiple of sequence_multiple (ppo.data.batch.pad_width), so a
             # row of max_model_len tokens takes padded_length(max_model_len) of the budget
             padded = spec.padded_length(longest)
             reasons = ([f"{group}.parallel.tensor={spec.parallel.tensor} with sequence parallelism"]

@@ -109,21 +109,23 @@ def whiten_rewards(rewards: torch.Tensor, mask: torch.Tensor, *, shift_mean: boo
     return masked_whiten(rewards, mask, shift_mean=shift_mean) * mask
 
 
-def shape_rewards(batch: dict, shaping, *, max_new_tokens: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """A rollout batch's sequence rewards ``[B]`` after ``shaping`` (a :class:`ppo.loop.settings.RewardShaping`):
-    the scores scaled, the overlong penalty added, and with ``char_credit`` the answer's right characters; returns
-    ``(R, credit)``, ``credit`` the per-token part of R ``[B, T]`` (for :func:`token_level_rewards`'s ``placed``),
-    or None."""
-    rewards = batch["scores"].clone()
+def shape_rewards(batch, shaping, *, max_new_tokens: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A scored rollout batch's sequence rewards ``[B]`` after ``shaping`` (a
+    :class:`ppo.loop.settings.RewardShaping`): the scores scaled, the overlong penalty added, and with ``char_credit``
+    the answer's right characters; returns ``(R, credit)``, ``credit`` the per-token part of R ``[B, T]`` (for
+    :func:`token_level_rewards`'s ``placed``), or None.
+
+    ``batch``: a :class:`ppo.data.batch.Batch` (read by attribute: this layer sits below the batch's package)."""
+    rewards = batch.scores.clone()
     if shaping.scale:
         rewards = scale_rewards(rewards, source_min=shaping.source_min, source_max=shaping.source_max,
                                 target_min=shaping.target_min, target_max=shaping.target_max)
     if shaping.overlong_buffer:
-        rewards += overlong_penalty(batch["response_lengths"], buffer_length=shaping.overlong_buffer,
+        rewards += overlong_penalty(batch.response_lengths, buffer_length=shaping.overlong_buffer,
                                     max_response_length=max_new_tokens, penalty_factor=shaping.overlong_penalty)
     credit = None
     if shaping.char_credit:
-        credit = answer_char_credit(batch["responses"], batch["ground_truths"], batch["prompt_lengths"],
-                                    batch["input_ids"].shape[1], weight=shaping.char_credit)
+        credit = answer_char_credit(batch.responses, batch.ground_truths, batch.prompt_lengths, batch.width,
+                                    weight=shaping.char_credit)
         rewards += credit.sum(dim=-1)
     return rewards, credit

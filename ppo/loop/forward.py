@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 
 from ppo.algorithms.masked import masked_mean
+from ppo.data.batch import Batch, select
 from ppo.loop.settings import MISMATCH_PROBE_EVERY
-from ppo.rollout.batch import select
 from ppo.rollout.critic_view import with_prefixes, without_prefixes
 from ppo.workers.group import PolicyGroup
 
@@ -25,7 +25,7 @@ class LogprobSource:
     reference: bool
 
 
-def old_logprobs(policy: PolicyGroup, batch: dict, source: LogprobSource
+def old_logprobs(policy: PolicyGroup, batch: Batch, source: LogprobSource
                  ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
     """``(logp_old, logp_ref, probe)``: ``logp_old`` as ``source.old`` says, ``logp_ref`` under the reference when a
     KL term needs it (else None).
@@ -35,14 +35,14 @@ def old_logprobs(policy: PolicyGroup, batch: dict, source: LogprobSource
     (Recomputed, the loss measures it over the whole batch, and the probe is empty.)"""
     probe = {}
     if source.old == "engine":
-        logp_old = batch["logp_gen"].clone()
+        logp_old = batch.logp_gen.clone()
         # the probe's rows of what the two logprobs need (the workers are sent its tokens only)
-        rows = select({k: batch[k] for k in ("input_ids", "segment_ids", "logp_gen", "response_mask")},
-                      range(0, batch["input_ids"].shape[0], MISMATCH_PROBE_EVERY))
-        tokens = {k: rows[k] for k in ("input_ids", "segment_ids")}
+        rows = select(batch.only("input_ids", "segment_ids", "logp_gen", "response_mask"),
+                      range(0, batch.rows, MISMATCH_PROBE_EVERY))
+        tokens = rows.only("input_ids", "segment_ids")
         recomputed = policy.logprobs(tokens, temperature=source.temperature)
-        probe["train/token_mult_prob_error"] = masked_mean(torch.exp((rows["logp_gen"] - recomputed).abs()),
-                                                           rows["response_mask"]).item()
+        probe["train/token_mult_prob_error"] = masked_mean(torch.exp((rows.logp_gen - recomputed).abs()),
+                                                           rows.response_mask).item()
     else:
         logp_old = policy.logprobs(batch, temperature=source.temperature)
     logp_ref = None
@@ -58,17 +58,15 @@ class CriticView:
     def __init__(self, tokenizer, *, reference_answer: bool):
         self.tokenizer, self.reference_answer = tokenizer, reference_answer
 
-    def of(self, batch: dict) -> dict:
+    def of(self, batch: Batch) -> Batch:
         if not self.reference_answer:
             return batch
-        answers = self.tokenizer(batch["ground_truths"], add_special_tokens=False)["input_ids"]
-        view = with_prefixes(batch, [ids + [self.tokenizer.eos_token_id] for ids in answers])
-        view["prefix_lengths"] = torch.tensor([len(ids) + 1 for ids in answers])
-        return view
+        answers = self.tokenizer(batch.ground_truths, add_special_tokens=False)["input_ids"]
+        return with_prefixes(batch, [ids + [self.tokenizer.eos_token_id] for ids in answers])
 
     @staticmethod
-    def back(values: torch.Tensor, view: dict, batch: dict) -> torch.Tensor:
+    def back(values: torch.Tensor, view: Batch, batch: Batch) -> torch.Tensor:
         """The critic's values on ``view`` put back on the columns of ``batch`` (undoing :meth:`of`)."""
-        if "prefix_lengths" not in view:
+        if not view.has("prefix_lengths"):
             return values
-        return without_prefixes(values, view["prefix_lengths"], batch["input_ids"].shape[1])
+        return without_prefixes(values, view.prefix_lengths, batch.width)

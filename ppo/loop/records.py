@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ppo.data.batch import Batch
 from ppo.envs.answer import extract_answer
 from ppo.loop.settings import PPOSettings
 from ppo.metrics import MetricsWriter
@@ -35,16 +36,16 @@ class StepRecords:
         self.sample_rows: list[dict] = []  # the step's kept samples (ppo.metrics.samples), written with its metrics
         self.step_times: list[float] = []  # every step's total, for the ETA
 
-    def keep_training_samples(self, batch: dict) -> None:
+    def keep_training_samples(self, batch: Batch) -> None:
         """``trainer.train_sample_fraction`` of the batch's samples, as text, for the step's samples file."""
-        for i in every_nth(len(batch["responses"]), self.settings.train_sample_fraction):
-            response = batch["responses"][i]
+        for i in every_nth(len(batch.responses), self.settings.train_sample_fraction):
+            response = batch.responses[i]
             self.sample_rows.append({
-                "split": "train", "record_id": batch["record_ids"][i], "group": int(batch["group_ids"][i]),
-                "prompt": self.prompt_of.get(batch["record_ids"][i]), "response": response,
-                "answer": extract_answer(response), "ground_truth": batch["ground_truths"][i],
-                "reward": float(batch["scores"][i]), "shaped_reward": float(batch["rewards"][i]),
-                "truncated": bool(batch["truncated"][i])})
+                "split": "train", "record_id": batch.record_ids[i], "group": int(batch.group_ids[i]),
+                "prompt": self.prompt_of.get(batch.record_ids[i]), "response": response,
+                "answer": extract_answer(response), "ground_truth": batch.ground_truths[i],
+                "reward": float(batch.scores[i]), "shaped_reward": float(batch.rewards[i]),
+                "truncated": bool(batch.truncated[i])})
 
     def keep_validation_samples(self, rows: list[dict]) -> None:
         self.sample_rows += [{"split": "validation", **row} for row in rows]

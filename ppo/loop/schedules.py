@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ppo.cluster.deadline import Pending
+from ppo.data.batch import Batch
 from ppo.loop.clock import StepClock
 from ppo.loop.forward import CriticView, LogprobSource, old_logprobs
 from ppo.loop.settings import PPOSettings
@@ -100,24 +101,24 @@ class InOrder:
         self.epochs, self.logprobs, self.critic_view = epochs, logprobs, critic_view
         self.critic_threads = critic_threads
 
-    def forward(self, batch: dict) -> ForwardPasses:
+    def forward(self, batch: Batch) -> ForwardPasses:
         values = None
         if self.critic is not None:
             with self.clock.timed("values"):
                 view = self.critic_view.of(batch)
-                values = self.critic_view.back(self.critic.values(view), view, batch) * batch["response_mask"]
+                values = self.critic_view.back(self.critic.values(view), view, batch) * batch.response_mask
         with self.clock.timed("logprobs"):
             logp_old, logp_ref, probe = old_logprobs(self.policy, batch, self.logprobs)
         return ForwardPasses(values, logp_old, logp_ref, probe)
 
-    def start_critic_epoch(self, critic_batch: dict, step: int, epoch: int) -> Pending | None:
+    def start_critic_epoch(self, critic_batch: Batch, step: int, epoch: int) -> Pending | None:
         """The critic's epoch ``epoch`` started, or None when it has no epoch here."""
         if self.critic is None or epoch >= self.epochs.critic:
             return None
         return self.critic.train_async(critic_batch, num_minibatches=self.epochs.critic_minibatches,
                                        seed=self.epochs.minibatch_seed(step, epoch))
 
-    def update(self, batch: dict, critic_batch: dict | None, *, step: int, train_policy: bool) -> tuple[list, list]:
+    def update(self, batch: Batch, critic_batch: Batch | None, *, step: int, train_policy: bool) -> tuple[list, list]:
         """Step ``step``'s epochs: each optimizer step's records of the policy and of the critic."""
         policy_steps, critic_steps = [], []
         for epoch in range(max(self.epochs.policy, self.epochs.critic)):
@@ -133,7 +134,7 @@ class InOrder:
                 critic_steps += critic_epoch.first()
         return policy_steps, critic_steps
 
-    def start_after_refit(self, critic_batch: dict | None, *, step: int) -> CriticEpochs:
+    def start_after_refit(self, critic_batch: Batch | None, *, step: int) -> CriticEpochs:
         """The critic's epochs left for after the refit, started (none in order)."""
         return CriticEpochs()
 
@@ -144,23 +145,23 @@ class Overlapped(InOrder):
 
     overlap = True
 
-    def forward(self, batch: dict) -> ForwardPasses:
+    def forward(self, batch: Batch) -> ForwardPasses:
         with self.clock.timed("values_and_logprobs"):
             view = self.critic_view.of(batch)
             pending = self.critic.values_async(view)
             logp_old, logp_ref, probe = old_logprobs(self.policy, batch, self.logprobs)
             self.clock.phase = "values"
-            values = self.critic_view.back(pending.first(), view, batch) * batch["response_mask"]
+            values = self.critic_view.back(pending.first(), view, batch) * batch.response_mask
         return ForwardPasses(values, logp_old, logp_ref, probe)
 
 
 class BesideGeneration(InOrder):
     """V as in order; the critic's epochs wait for the refit and run while the engines collect the next batch."""
 
-    def start_critic_epoch(self, critic_batch: dict, step: int, epoch: int) -> Pending | None:
+    def start_critic_epoch(self, critic_batch: Batch, step: int, epoch: int) -> Pending | None:
         return None
 
-    def start_after_refit(self, critic_batch: dict | None, *, step: int) -> CriticEpochs:
+    def start_after_refit(self, critic_batch: Batch | None, *, step: int) -> CriticEpochs:
         """The critic's epochs on this step's batch, started: they run while the loop collects the next batch.
 
         An actor runs its calls in order, so the epochs stay sequential; the next step's values still come from the

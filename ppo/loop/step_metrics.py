@@ -8,6 +8,7 @@ import torch
 from ppo.algorithms.critic_loss import explained_variance
 from ppo.algorithms.masked import masked_mean
 from ppo.algorithms.reduction import between_prompt_share, reduce_metrics
+from ppo.data.batch import Batch
 from ppo.workers.traffic import nbytes
 
 
@@ -29,27 +30,26 @@ def skipped_updates(steps: list[dict]) -> float:
     return float(sum(step.get("skipped", 0.0) for step in steps))
 
 
-def batch_metrics(batch: dict, advantages: torch.Tensor, returns: torch.Tensor | None, *,
+def batch_metrics(batch: Batch, advantages: torch.Tensor, returns: torch.Tensor | None, *,
                   overlong_filter: bool) -> dict[str, float]:
     """What the batch was: rewards (shaped, and the share a prompt alone explains), lengths, advantages, and, with
     a critic, how much of the returns its values explain."""
-    mask = batch["response_mask"]
-    metrics = {"train/shaped_reward": batch["rewards"].mean().item()}
-    share = between_prompt_share(batch["rewards"], batch["group_ids"])
+    mask = batch.response_mask
+    metrics = {"train/shaped_reward": batch.rewards.mean().item()}
+    share = between_prompt_share(batch.rewards, batch.group_ids)
     if share is not None:  # what a critic could explain from the prompt alone (compare critic/explained_var)
         metrics["train/reward_between_prompt_share"] = share
     if overlong_filter:
-        metrics["train/overlong_filtered"] = batch["truncated"].float().mean().item()
+        metrics["train/overlong_filtered"] = batch.truncated.float().mean().item()
     metrics["train/advantages/mean"] = masked_mean(advantages, mask).item()
     trained = advantages[mask.bool()]
     metrics["train/advantages/min"] = trained.min().item() if trained.numel() else 0.0
     metrics["train/advantages/max"] = trained.max().item() if trained.numel() else 0.0
-    metrics["train/mean_gen_tokens_per_sample"] = batch["response_lengths"].float().mean().item()
-    metrics["train/mean_prompt_length"] = batch["prompt_lengths"].float().mean().item()
-    metrics["train/batch_bytes"] = float(sum(nbytes(v) for v in batch.values()
-                                             if torch.is_tensor(v) or isinstance(v, list)))
+    metrics["train/mean_gen_tokens_per_sample"] = batch.response_lengths.float().mean().item()
+    metrics["train/mean_prompt_length"] = batch.prompt_lengths.float().mean().item()
+    metrics["train/batch_bytes"] = float(sum(nbytes(v) for v in batch.fields().values()))
     if returns is not None:
-        values = batch["values"]
+        values = batch.values
         moments = {
             "returns_mean": masked_mean(returns, mask), "returns_sq_mean": masked_mean(returns**2, mask),
             "values_mean": masked_mean(values, mask),

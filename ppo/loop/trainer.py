@@ -40,6 +40,7 @@ from ppo.algorithms.rewards import token_level_rewards, whiten_rewards
 from ppo.cluster.deadline import WorkerTimeout
 from ppo.cluster.ray_runtime import connect_or_start
 from ppo.data import PromptLoader
+from ppo.data.batch import Batch
 from ppo.envs.math_env import MathEnvironment
 from ppo.loop import checkpoints
 from ppo.loop.clock import StepClock
@@ -88,7 +89,7 @@ class PPOTrainer:
         # trainer.critic_beside_generation: the next step's batch, collected while the critic trained, with its env
         # metrics, timings and the driver bytes it cost (and the loader's state before it, which a checkpoint keeps
         # so that a resumed run collects that batch again)
-        self.prefetched: tuple[dict, dict, dict, int] | None = None
+        self.prefetched: tuple[Batch, dict, dict, int] | None = None
         self.loader_state_before_prefetch: dict | None = None
 
     # ------------------------------------------------------------------ setup
@@ -147,7 +148,7 @@ class PPOTrainer:
         self.shipper.new_step()
         batch, env_metrics = self.next_batch()  # generated with the weights of the last refit, scored and shaped
         self.records.keep_training_samples(batch)
-        mask = batch["response_mask"]
+        mask = batch.response_mask
 
         self.clock.phase = "values" if self.critic is not None else "logprobs"
         self.workers.gpus.hand_to("train")
@@ -155,16 +156,16 @@ class PPOTrainer:
         batch.update(forward.fields())
 
         kl = self.kl_to_reference(batch)
-        token_rewards = token_level_rewards(batch["rewards"], mask, kl=kl, kl_coef=self.kl.coef,
+        token_rewards = token_level_rewards(batch.rewards, mask, kl=kl, kl_coef=self.kl.coef,
                                             placed=batch.get("char_credit"))
         if self.exp.reward_shaping.whiten_token_rewards:
             token_rewards = whiten_rewards(token_rewards, mask, shift_mean=False)
         advantages, returns = estimate_advantages(self.estimator, token_rewards=token_rewards, mask=mask,
-                                                  values=batch.get("values"), sequence_rewards=batch["rewards"],
-                                                  group_ids=batch["group_ids"])
-        batch["advantages"] = advantages
+                                                  values=batch.get("values"), sequence_rewards=batch.rewards,
+                                                  group_ids=batch.group_ids)
+        batch.advantages = advantages
         if returns is not None:
-            batch["returns"] = returns
+            batch.returns = returns
 
         train_policy = self.step >= cfg.policy_training_start_step
         critic_batch = self.critic_view.of(batch) if self.critic is not None else None
@@ -193,7 +194,7 @@ class PPOTrainer:
         metrics["train/kl_coef"] = self.kl.coef
         return metrics
 
-    def next_batch(self) -> tuple[dict, dict]:
+    def next_batch(self) -> tuple[Batch, dict]:
         """This step's batch and its environment metrics: the one collected beside the critic's last update, or a
         new one."""
         if self.prefetched is None:
@@ -206,7 +207,7 @@ class PPOTrainer:
         self.prefetched = self.loader_state_before_prefetch = None
         return batch, env_metrics
 
-    def collect(self, step: int) -> tuple[dict, dict]:
+    def collect(self, step: int) -> tuple[Batch, dict]:
         try:
             return self.collector.collect(step)
         except CollectionStopped as err:
@@ -229,11 +230,11 @@ class PPOTrainer:
         finally:
             self.clock.timings = outer
 
-    def kl_to_reference(self, batch: dict) -> torch.Tensor | None:
+    def kl_to_reference(self, batch: Batch) -> torch.Tensor | None:
         """The per-token KL to the reference ``[B, T]`` (0 off the mask), when a KL term asked for ``logp_ref``."""
-        if "logp_ref" not in batch:
+        if not batch.has("logp_ref"):
             return None
-        return kl_penalty(batch["logp_old"], batch["logp_ref"], self.exp.policy.loss.kl_kind) * batch["response_mask"]
+        return kl_penalty(batch.logp_old, batch.logp_ref, self.exp.policy.loss.kl_kind) * batch.response_mask
 
     def count_bad_steps(self, steps: list[dict]) -> None:
         """Stop the run after ``max_bad_steps_in_a_row`` PPO steps that each skipped an update for NaN/Inf."""

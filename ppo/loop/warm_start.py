@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from ppo.data.batch import Batch
 from ppo.loop.settings import PPOSettings
 from ppo.rollout.batch import build_rollout_batch
 from ppo.rollout.settings import Sample
@@ -20,7 +21,7 @@ WARM_START_CHUNK = 20
 CPU, and a chunk still reports progress (and stays within ``trainer.start_timeout_s``) as it goes."""
 
 
-def warm_start_batches(settings: PPOSettings, train_records: list, template, tokenizer) -> list[dict]:
+def warm_start_batches(settings: PPOSettings, train_records: list, template, tokenizer) -> list[Batch]:
     """The warm start's ``trainer.warm_start_steps`` batches of ``warm_start_batch_size`` records drawn with
     replacement: each record drawn is encoded once, in two batched tokenizer calls (prompts, answers), where
     encoding every draw apart cost the driver ~20 ms a step (3 s of the default's set-up).
@@ -42,7 +43,7 @@ def warm_start_batches(settings: PPOSettings, train_records: list, template, tok
             for picks in draws]
 
 
-def warm_start(policy: PolicyGroup, batches: list[dict], lr: float) -> dict[str, float]:
+def warm_start(policy: PolicyGroup, batches: list[Batch], lr: float) -> dict[str, float]:
     """A supervised step on each of ``batches``, :data:`WARM_START_CHUNK` a call, then a fresh optimizer state for
     RL.  Returns ``warm_start/final_nll`` and ``timing/setup/warm_start`` (logged with step 0)."""
     started = time.perf_counter()

@@ -10,7 +10,8 @@ import torch
 
 from ppo.algorithms.rewards import shape_rewards
 from ppo.algorithms.sampling import dynamic_sampling_mask
-from ppo.rollout.batch import build_rollout_batch, concat, select
+from ppo.data.batch import Batch, concat, select
+from ppo.rollout.batch import build_rollout_batch
 from ppo.seeds import derive_seed
 
 
@@ -32,30 +33,31 @@ class Collector:
         self.seed = seed
         self.timed_part = timed_part
 
-    def rollout(self, records, *, seed: int, group_offset: int = 0) -> tuple[dict, dict]:
+    def rollout(self, records, *, seed: int, group_offset: int = 0, policy_version: int | None = None
+                ) -> tuple[Batch, dict]:
         """Generate ``generations_per_prompt`` samples per record and score them; returns the batch and env metrics.
 
-        Group ids start at ``group_offset``, so that the batches of several attempts can be concatenated."""
+        Group ids start at ``group_offset``, so that the batches of several attempts can be concatenated;
+        ``policy_version``: the step whose weights the engines hold."""
         prompts = self.template.encode_many(records, self.tokenizer)
         with self.timed_part("generation/engines"):
             samples = self.engines.generate(prompts, replace(self.sampling, n=self.settings.generations_per_prompt),
                                             seed)
         batch = build_rollout_batch(prompts, samples, pad_id=self.tokenizer.pad_token_id,
                                     ground_truths=[r.ground_truth for r in records],
-                                    record_ids=[r.id for r in records], group_offset=group_offset)
+                                    record_ids=[r.id for r in records], group_offset=group_offset,
+                                    policy_version=policy_version)
         with self.timed_part("generation/scoring"):
-            rewards, env_metrics = self.env.score(batch["responses"], batch["ground_truths"],
-                                                  finished=(~batch["truncated"]).tolist(),
-                                                  group_ids=batch["group_ids"].tolist(),
-                                                  response_lengths=batch["response_lengths"].tolist())
-        batch["scores"] = rewards
-        batch["rewards"], credit = shape_rewards(batch, self.reward_shaping,
-                                                 max_new_tokens=self.sampling.max_new_tokens)
+            batch.scores, env_metrics = self.env.score(batch.responses, batch.ground_truths,
+                                                       finished=(~batch.truncated).tolist(),
+                                                       group_ids=batch.group_ids.tolist(),
+                                                       response_lengths=batch.response_lengths.tolist())
+        batch.rewards, credit = shape_rewards(batch, self.reward_shaping, max_new_tokens=self.sampling.max_new_tokens)
         if credit is not None:
-            batch["char_credit"] = credit
+            batch.char_credit = credit
         return batch, env_metrics
 
-    def collect(self, step: int) -> tuple[dict, dict]:
+    def collect(self, step: int) -> tuple[Batch, dict]:
         """Step ``step``'s batch and its environment metrics.
 
         ``train/reward`` and the env metrics describe every sample generated (before dynamic sampling's filter), so
@@ -67,35 +69,35 @@ class Collector:
         for attempt in range(cfg.max_gen_batches if cfg.dynamic_sampling else 1):
             batch, env_metrics = self.rollout(self.loader.next_batch(),
                                               seed=derive_seed(self.seed, "sampling", step, attempt),
-                                              group_offset=attempt * cfg.prompts_per_step)
+                                              group_offset=attempt * cfg.prompts_per_step, policy_version=step)
             attempts.append(env_metrics)
-            scores.append(batch["scores"])
+            scores.append(batch.scores)
             if cfg.dynamic_sampling:
-                batch = select(batch, torch.nonzero(dynamic_sampling_mask(batch["rewards"], batch["group_ids"]))[:, 0])
-            if batch["input_ids"].shape[0]:
+                batch = select(batch, torch.nonzero(dynamic_sampling_mask(batch.rewards, batch.group_ids))[:, 0])
+            if batch.rows:
                 kept.append(batch)
-            if sum(b["input_ids"].shape[0] for b in kept) >= target:
+            if sum(b.rows for b in kept) >= target:
                 break
         batch = self.fill(kept, target)
         if self.reward_shaping.overlong_filter:
-            batch["response_mask"] = batch["response_mask"] * (~batch["truncated"])[:, None]
+            batch.response_mask = batch.response_mask * (~batch.truncated)[:, None]
         metrics = {key: sum(a[key] for a in attempts) / len(attempts) for key in attempts[0]}
         metrics["reward_all_attempts"] = torch.cat(scores).mean().item()
         if cfg.dynamic_sampling:
             metrics["dynamic_sampling/gen_batches"] = float(len(attempts))
-            metrics["dynamic_sampling/kept_samples"] = float(batch["input_ids"].shape[0])
-            metrics["dynamic_sampling/short_batch"] = float(batch["input_ids"].shape[0] < target)
+            metrics["dynamic_sampling/kept_samples"] = float(batch.rows)
+            metrics["dynamic_sampling/short_batch"] = float(batch.rows < target)
         return batch, metrics
 
-    def fill(self, kept: list[dict], target: int) -> dict:
+    def fill(self, kept: list[Batch], target: int) -> Batch:
         """The first ``target`` samples of the attempts' kept samples (fewer when short, unless that must stop)."""
         cfg = self.settings
         if not kept:
             raise CollectionStopped("dynamic sampling kept no prompt group in max_gen_batches attempts "
                                     "(every group's rewards were all equal)")
         batch = concat(kept)
-        batch = select(batch, torch.arange(min(target, batch["input_ids"].shape[0])))
-        if batch["input_ids"].shape[0] < target and cfg.short_batch == "fail":
-            raise CollectionStopped(f"dynamic sampling kept {batch['input_ids'].shape[0]} of {target} samples after "
+        batch = select(batch, torch.arange(min(target, batch.rows)))
+        if batch.rows < target and cfg.short_batch == "fail":
+            raise CollectionStopped(f"dynamic sampling kept {batch.rows} of {target} samples after "
                                     f"max_gen_batches={cfg.max_gen_batches} attempts (trainer.short_batch='fail')")
         return batch

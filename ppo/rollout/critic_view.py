@@ -16,30 +16,30 @@ from collections.abc import Sequence
 
 import torch
 
+from ppo.data.batch import Batch
+
 CRITIC_FIELDS = ("input_ids", "segment_ids", "response_mask", "values", "returns")
 
 
-def with_prefixes(batch: dict, prefixes: Sequence[Sequence[int]]) -> dict:
-    """The critic's fields of ``batch`` with ``prefixes[i]`` (token ids) before row i; the prefix joins the row's
-    first segment.  Fields absent from ``batch`` stay absent."""
-    B, T = batch["input_ids"].shape
+def with_prefixes(batch: Batch, prefixes: Sequence[Sequence[int]]) -> Batch:
+    """The critic's fields of ``batch`` with ``prefixes[i]`` (token ids) before row i, and ``prefix_lengths``; the
+    prefix joins the row's first segment.  Fields unset in ``batch`` stay unset."""
+    B, T = batch.rows, batch.width
     if len(prefixes) != B:
         raise ValueError(f"{len(prefixes)} prefixes for {B} rows")
     lengths = torch.tensor([len(p) for p in prefixes], dtype=torch.long)
     width = T + int(lengths.max()) if B else T
     columns = lengths[:, None] + torch.arange(T)[None, :]  # where column t of row i lands
-    out = {}
+    shifted = {}
     for key in CRITIC_FIELDS:
-        if key not in batch:
+        if not batch.has(key):
             continue
-        field = batch[key]
-        shifted = torch.zeros(B, width, dtype=field.dtype)
-        shifted.scatter_(1, columns, field)
-        out[key] = shifted
+        field = batch.get(key)
+        shifted[key] = torch.zeros(B, width, dtype=field.dtype).scatter_(1, columns, field)
     for i, prefix in enumerate(prefixes):
-        out["input_ids"][i, : len(prefix)] = torch.as_tensor(prefix, dtype=torch.long)
-        out["segment_ids"][i, : len(prefix)] = batch["segment_ids"][i, 0]
-    return out
+        shifted["input_ids"][i, : len(prefix)] = torch.as_tensor(prefix, dtype=torch.long)
+        shifted["segment_ids"][i, : len(prefix)] = batch.segment_ids[i, 0]
+    return Batch(**shifted, prefix_lengths=lengths)
 
 
 def without_prefixes(values: torch.Tensor, prefix_lengths: torch.Tensor, width: int) -> torch.Tensor:

@@ -16,6 +16,7 @@ import torch
 from ppo.cluster.deadline import Pending
 from ppo.cluster.placement import cpu_placement
 from ppo.cluster.plan import EngineLayout, GroupLayout, plan_placement
+from ppo.data.batch import Batch
 from ppo.workers.logs import worker_log
 from ppo.workers.megatron_worker import MegatronWorker
 from ppo.workers.policy import PolicyWorker
@@ -154,16 +155,16 @@ class PolicyGroup(MegatronGroup):
                          start_timeout_s=start_timeout_s)
         self.model_path = model_path
 
-    def logprobs(self, batch: dict, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
+    def logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
         """Per-token logprobs ``[B, T]`` of the batch under the policy, or its frozen reference model."""
         return self.call(PolicyWorker.logprobs, batch, temperature=temperature, reference=reference)
 
-    def train(self, batch: dict, *, num_minibatches: int, seed: int, temperature: float = 1.0) -> list[dict]:
+    def train(self, batch: Batch, *, num_minibatches: int, seed: int, temperature: float = 1.0) -> list[dict]:
         """An epoch of PPO minibatches; each optimizer step's records."""
         return self.call(PolicyWorker.train, batch, num_minibatches=num_minibatches, seed=seed,
                          temperature=temperature)
 
-    def supervised_steps(self, batches: list[dict], lr: float) -> list[dict]:
+    def supervised_steps(self, batches: list[Batch], lr: float) -> list[dict]:
         """A supervised step on each of ``batches`` in one call; each step's metrics."""
         return self.call(PolicyWorker.supervised_steps, batches, lr)
 
@@ -225,20 +226,20 @@ class ValueGroup(MegatronGroup):
         """The critic in HF names (``score.weight`` the value head), gathered on rank 0."""
         return self.call(ValueWorker.export)
 
-    def values(self, batch: dict) -> torch.Tensor:
+    def values(self, batch: Batch) -> torch.Tensor:
         """V of every token ``[B, T]``."""
         return self.call(ValueWorker.values, batch)
 
-    def values_async(self, batch: dict) -> Pending:
+    def values_async(self, batch: Batch) -> Pending:
         """Start :meth:`values`; ``.first()`` gives V ``[B, T]``."""
         return self.call_async(ValueWorker.values, batch)
 
-    def train(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list[dict]:
+    def train(self, batch: Batch, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list[dict]:
         """An epoch of value-loss minibatches (with ``num_threads`` torch threads for its duration, if given); each
         optimizer step's records."""
         return self.train_async(batch, num_minibatches=num_minibatches, seed=seed, num_threads=num_threads).first()
 
-    def train_async(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> Pending:
+    def train_async(self, batch: Batch, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> Pending:
         """Start :meth:`train`; ``.first()`` gives the epoch's optimizer-step records."""
         return self.call_async(ValueWorker.train, batch, num_minibatches=num_minibatches, seed=seed,
                                num_threads=num_threads)

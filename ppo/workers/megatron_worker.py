@@ -17,8 +17,8 @@ from contextlib import contextmanager
 
 import torch
 
+from ppo.data.batch import Batch, pad_width, select, trim
 from ppo.models.packing import token_budget_microbatches
-from ppo.rollout.batch import pad_width, select, to_device, trim
 from ppo.workers.specs import MegatronModelSpec
 
 
@@ -55,7 +55,7 @@ class MegatronWorker:
         self.first_offload_at: float | None = None  # when this rank first gave up its GPU (placement.json)
         self.startup_bytes_read = 0  # HF weight bytes this rank read to build its models (read_shard)
 
-    def receive(self, batch):
+    def receive(self, batch) -> Batch:
         """The whole batch from what the driver shipped this rank (:mod:`ppo.workers.traffic`: its pieces, the rest
         from its data-parallel peers); a batch sent by value as it came."""
         from megatron.core import parallel_state
@@ -64,56 +64,58 @@ class MegatronWorker:
 
         return receive(batch, parallel_state.get_data_parallel_group())
 
-    def _my_rows(self, batch: dict) -> dict:
+    def _my_rows(self, batch: Batch) -> Batch:
         from megatron.core import parallel_state
 
         dp_size = parallel_state.get_data_parallel_world_size()
         if dp_size == 1:
             return batch
-        rows = torch.arange(batch["input_ids"].shape[0])
+        rows = torch.arange(batch.rows)
         return select(batch, rows[parallel_state.get_data_parallel_rank() :: dp_size])
 
-    def microbatches(self, batch: dict) -> list[dict]:
-        """This rank's rows in micro-batches of at most ``micro_batch_tokens`` padded tokens, on this rank's device
-        (``_rows``: their row numbers in ``batch``, on the CPU; ``_width``: the micro-batch's width before padding).
+    def microbatches(self, batch: Batch) -> list[Batch]:
+        """This rank's rows in micro-batches of at most ``micro_batch_tokens`` padded tokens, on this rank's device."""
+        return [mb for _, _, mb in self._cut(batch)]
+
+    def _cut(self, batch: Batch) -> list[tuple[list[int], int, Batch]]:
+        """This rank's micro-batches as ``(their row numbers in this rank's rows, their width before padding,
+        the micro-batch on this rank's device)``.
 
         Each micro-batch is cut to its longest row, then padded to a multiple of ``spec.sequence_multiple`` (what
-        sequence parallelism needs, :func:`ppo.rollout.batch.pad_width`); the token budget counts the padded
+        sequence parallelism needs, :func:`ppo.data.batch.pad_width`); the token budget counts the padded
         width, so no micro-batch exceeds ``micro_batch_tokens``.
         """
         batch = self._my_rows(batch)
-        lengths = batch["segment_ids"].ne(0).sum(-1).tolist()
+        lengths = batch.segment_ids.ne(0).sum(-1).tolist()
         if not lengths:
             return []
         padded = [self.spec.padded_length(n) for n in lengths]
         groups = token_budget_microbatches(padded, max(self.spec.micro_batch_tokens, max(padded)))
-        microbatches = []
+        cut = []
         for g in groups:
             mb = trim(select(batch, g))
-            width = mb["segment_ids"].shape[1]
-            mb = pad_width(mb, self.spec.sequence_multiple)
-            microbatches.append(to_device(mb, self.device) | {"_rows": torch.tensor(g), "_width": width})
-        return microbatches
+            cut.append((g, mb.width, pad_width(mb, self.spec.sequence_multiple).to(self.device)))
+        return cut
 
     @torch.no_grad()
-    def forward_rows(self, batch: dict, fn) -> torch.Tensor:
+    def forward_rows(self, batch: Batch, fn) -> torch.Tensor:
         """``fn(module, microbatch) -> [b, t]`` over every row of ``batch``, reassembled as ``[B, T]`` on the CPU
         (the columns a micro-batch was padded with are dropped: they may reach past ``T``)."""
         self.updater.module.eval()
-        out = torch.zeros(batch["input_ids"].shape, dtype=torch.float32, device=self.device)
-        for mb in self.microbatches(batch):
-            values = fn(self.updater.module, mb).float()[:, : mb["_width"]]
-            out[mb["_rows"].to(self.device), : values.shape[1]] = values
+        out = torch.zeros((batch.rows, batch.width), dtype=torch.float32, device=self.device)
+        for rows, width, mb in self._cut(batch):
+            values = fn(self.updater.module, mb).float()[:, :width]
+            out[torch.tensor(rows).to(self.device), : values.shape[1]] = values
         return self._gather_rows(out, batch).cpu()
 
-    def _gather_rows(self, out: torch.Tensor, batch: dict) -> torch.Tensor:
+    def _gather_rows(self, out: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Every data-parallel rank's rows in one ``[B, T]`` (on the device: NCCL gathers device tensors)."""
         from megatron.core import parallel_state
 
         dp_size = parallel_state.get_data_parallel_world_size()
         if dp_size == 1:
             return out
-        full = torch.zeros(batch["input_ids"].shape, dtype=torch.float32, device=out.device)
+        full = torch.zeros((batch.rows, batch.width), dtype=torch.float32, device=out.device)
         pieces = [torch.zeros_like(out) for _ in range(dp_size)]
         torch.distributed.all_gather(pieces, out, group=parallel_state.get_data_parallel_group())
         rows = torch.arange(full.shape[0], device=out.device)
@@ -122,9 +124,9 @@ class MegatronWorker:
             full[mine] = piece[: len(mine)]
         return full
 
-    def minibatches(self, batch: dict, num_minibatches: int, seed: int) -> list[dict]:
+    def minibatches(self, batch: Batch, num_minibatches: int, seed: int) -> list[Batch]:
         """Shuffled, near-equal row splits of the batch (the same on every rank: the seed is shared)."""
-        n = batch["input_ids"].shape[0]
+        n = batch.rows
         order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
         return [trim(select(batch, part)) for part in order.chunk(min(num_minibatches, n))]
 

@@ -6,11 +6,11 @@ import torch
 
 from ppo.algorithms.policy_loss import clipped_pg_loss
 from ppo.cluster.placement import node_address
+from ppo.data.batch import Batch, to_device
 from ppo.models.architecture import Architecture
 from ppo.models.builder import build_gpt_model
 from ppo.models.forward import token_logprobs
 from ppo.models.training import ModelUpdater
-from ppo.rollout.batch import to_device
 from ppo.workers.buckets import RefitGroup, ipc_handle, layer_chunks, pack, plan_chunk_buckets
 from ppo.workers.megatron_worker import MegatronWorker
 from ppo.workers.specs import MegatronPolicy
@@ -33,17 +33,17 @@ class PolicyWorker(MegatronWorker):
             load_megatron_state(self.reference, shard)
             self.reference.requires_grad_(False)
 
-    def logprobs(self, batch: dict, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
+    def logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
         batch = self.receive(batch)
         model = self.reference if reference else None
 
         def fn(module, mb):
-            return token_logprobs(model or module, mb["input_ids"], mb["segment_ids"], temperature=temperature,
+            return token_logprobs(model or module, mb.input_ids, mb.segment_ids, temperature=temperature,
                                   chunk_size=self.spec.logprob_chunk_size)
 
         return self.forward_rows(batch, fn)
 
-    def train(self, batch: dict, *, num_minibatches: int, seed: int, temperature: float = 1.0) -> list[dict]:
+    def train(self, batch: Batch, *, num_minibatches: int, seed: int, temperature: float = 1.0) -> list[dict]:
         """One PPO epoch: an optimizer step per shuffled minibatch; returns each step's reduced metrics.
 
         ``batch`` needs ``logp_old``, ``advantages`` (and ``logp_ref`` with a KL loss, ``rewards`` with NLL).
@@ -51,20 +51,20 @@ class PolicyWorker(MegatronWorker):
         batch = self.receive(batch)
         results = []
         for minibatch in self.minibatches(batch, num_minibatches, seed):
-            mask = minibatch["response_mask"]
+            mask = minibatch.response_mask
             counts = to_device(dict(
                 global_valid_toks=mask.sum().clamp(min=1),
                 global_valid_seqs=(mask.sum(-1) > 0).sum().clamp(min=1),
-                global_positive_toks=(mask * (minibatch["rewards"] > 0)[:, None]).sum().clamp(min=1)
-                if "rewards" in minibatch else None,
+                global_positive_toks=(mask * (minibatch.rewards > 0)[:, None]).sum().clamp(min=1)
+                if minibatch.has("rewards") else None,
             ), self.device)
 
             def loss_fn(module, mb, counts=counts):
-                logp = token_logprobs(module, mb["input_ids"], mb["segment_ids"], temperature=temperature,
+                logp = token_logprobs(module, mb.input_ids, mb.segment_ids, temperature=temperature,
                                       chunk_size=self.spec.logprob_chunk_size)
                 return clipped_pg_loss(
-                    logp, mb["logp_old"], mb["advantages"], mb["response_mask"], self.spec.loss,
-                    generation_logprobs=mb["logp_gen"], ref_logprobs=mb.get("logp_ref"),
+                    logp, mb.logp_old, mb.advantages, mb.response_mask, self.spec.loss,
+                    generation_logprobs=mb.logp_gen, ref_logprobs=mb.get("logp_ref"),
                     sequence_rewards=mb.get("rewards"), **counts,
                 )
 
@@ -72,20 +72,20 @@ class PolicyWorker(MegatronWorker):
             results.append(self.updater.step(self.microbatches(minibatch), loss_fn))
         return results
 
-    def supervised_step(self, batch: dict, lr: float) -> dict:
+    def supervised_step(self, batch: Batch, lr: float) -> dict:
         """One optimizer step of next-token NLL on ``response_mask`` tokens (the warm start that teaches the format)."""
         batch = self.receive(batch)
-        n_tokens = batch["response_mask"].sum().clamp(min=1).to(self.device)
+        n_tokens = batch.response_mask.sum().clamp(min=1).to(self.device)
 
         def loss_fn(module, mb):
-            logp = token_logprobs(module, mb["input_ids"], mb["segment_ids"], chunk_size=self.spec.logprob_chunk_size)
-            nll = -(logp * mb["response_mask"]).sum() / n_tokens
+            logp = token_logprobs(module, mb.input_ids, mb.segment_ids, chunk_size=self.spec.logprob_chunk_size)
+            nll = -(logp * mb.response_mask).sum() / n_tokens
             return nll, {"loss": nll.detach()}
 
         self.updater.module.train()
         return self.updater.step(self.microbatches(batch), loss_fn, lr=lr)
 
-    def supervised_steps(self, batches: list[dict], lr: float) -> list[dict]:
+    def supervised_steps(self, batches: list[Batch], lr: float) -> list[dict]:
         """:meth:`supervised_step` on each batch in turn, in one call (the warm start's steps without a round trip
         each); every step's metrics."""
         return [self.supervised_step(batch, lr) for batch in batches]

@@ -59,7 +59,7 @@ class MegatronModelSpec:
     def sequence_multiple(self) -> int:
         """What every micro-batch's width must divide by: ``parallel.tensor`` under sequence parallelism (Megatron
         splits the sequence over the TP ranks), else 1; the lcm with ``pad_to_multiple`` when that is set.  The
-        workers pad micro-batches to it (:func:`ppo.rollout.batch.pad_width`)."""
+        workers pad micro-batches to it (:func:`ppo.data.batch.pad_width`)."""
         required = self.parallel.tensor if self.parallel.sequence_parallel else 1
         return math.lcm(required, self.pad_to_multiple or 1)
 

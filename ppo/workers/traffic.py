@@ -25,6 +25,7 @@ import ray
 import torch
 
 from ppo.cluster.deadline import get_within
+from ppo.data.batch import Batch
 
 SHARD = "_shard"  # a manifest's key: {"pieces": [...], "of": pieces, "rows": B, "data": D}
 
@@ -55,16 +56,17 @@ class Shipper:
             self.bytes += sum(nbytes(part) for part in parts)
         return self._fields[key][1]
 
-    def ship(self, batch: dict, data: int = 1, rank: int = 0) -> ray.ObjectRef:
+    def ship(self, batch: Batch, data: int = 1, rank: int = 0) -> ray.ObjectRef:
         """A reference to data-parallel rank ``rank``'s manifest (of ``data`` ranks); :func:`receive` reads it."""
         if self.pieces % data:
             raise ValueError(f"a group of {data} data-parallel ranks cannot share {self.pieces} pieces")
-        key = (tuple(sorted((k, id(v)) for k, v in batch.items())), data, rank)
+        fields = batch.fields()
+        key = (tuple(sorted((k, id(v)) for k, v in fields.items())), data, rank)
         if key not in self._manifests:
-            rows = len(batch["input_ids"])
+            rows = batch.rows
             mine = list(range(rank, self.pieces, data))
             manifest = {SHARD: {"pieces": mine, "of": self.pieces, "rows": rows, "data": data}}
-            for name, value in batch.items():
+            for name, value in fields.items():
                 whole = self._pieces(value) if is_row_field(value, rows) else None
                 manifest[name] = value if whole is None else [whole[p] for p in mine]
             self._manifests[key] = ray.put(manifest)
@@ -117,13 +119,13 @@ def nbytes(value: Any) -> int:
 
 
 def is_batch(value: Any) -> bool:
-    return isinstance(value, dict) and "input_ids" in value
+    return isinstance(value, Batch)
 
 
 def receive(batch: Any, data_group=None) -> Any:
-    """A worker's side: the whole batch from a manifest (Ray has resolved the reference to it): this rank's pieces
-    fetched from the object store, the others' gathered from the data-parallel peers (``data_group``); anything that
-    is not a manifest as it came."""
+    """A worker's side: the whole :class:`ppo.data.batch.Batch` from a manifest (Ray has resolved the reference to
+    it): this rank's pieces fetched from the object store, the others' gathered from the data-parallel peers
+    (``data_group``); anything that is not a manifest (a batch sent by value) as it came."""
     if not isinstance(batch, dict) or SHARD not in batch:
         return batch
     shard = batch[SHARD]
@@ -150,4 +152,4 @@ def receive(batch: Any, data_group=None) -> Any:
             for p, piece in zip(part["pieces"], part[name]):
                 out[p::stride] = piece
         whole[name] = out
-    return whole
+    return Batch.from_fields(whole)

@@ -7,6 +7,7 @@ import dataclasses
 import torch
 
 from ppo.algorithms.critic_loss import value_loss
+from ppo.data.batch import Batch
 from ppo.models.architecture import Architecture
 from ppo.models.checkpoint import load_checkpoint
 from ppo.models.training import ModelUpdater
@@ -38,22 +39,22 @@ class ValueWorker(MegatronWorker):
         """The critic in HF names with its value head as ``score.weight``, gathered on rank 0 (a collective)."""
         return self.hf_state(self.arch, value_head=True)
 
-    def values(self, batch: dict) -> torch.Tensor:
+    def values(self, batch: Batch) -> torch.Tensor:
         batch = self.receive(batch)
-        return self.forward_rows(batch, lambda module, mb: token_values(module, mb["input_ids"], mb["segment_ids"]))
+        return self.forward_rows(batch, lambda module, mb: token_values(module, mb.input_ids, mb.segment_ids))
 
-    def train(self, batch: dict, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list[dict]:
+    def train(self, batch: Batch, *, num_minibatches: int, seed: int, num_threads: int | None = None) -> list[dict]:
         """One critic epoch: an optimizer step per shuffled minibatch on ``returns`` with ``values`` as V_old (with
         ``num_threads`` torch threads, if given, for its duration)."""
         batch = self.receive(batch)
         results = []
         with torch_threads(num_threads):
             for minibatch in self.minibatches(batch, num_minibatches, seed):
-                n_tokens = minibatch["response_mask"].sum().clamp(min=1).to(self.device)
+                n_tokens = minibatch.response_mask.sum().clamp(min=1).to(self.device)
 
                 def loss_fn(module, mb, n_tokens=n_tokens):
-                    values = token_values(module, mb["input_ids"], mb["segment_ids"])
-                    return value_loss(values, mb["values"], mb["returns"], mb["response_mask"],
+                    values = token_values(module, mb.input_ids, mb.segment_ids)
+                    return value_loss(values, mb.values, mb.returns, mb.response_mask,
                                       clip_range=self.spec.value_clip, scale=self.spec.value_loss_scale,
                                       global_valid_toks=n_tokens)
 

@@ -23,8 +23,8 @@ RECOMPUTE = {"none": Recompute(), "selective": Recompute("selective"), "full": R
 
 def microbatches(vocab: int, multiple: int) -> list[dict]:
     """Right-padded micro-batches as the workers build them (cut to the longest row, then widened to ``multiple``
-    by :func:`ppo.rollout.batch.pad_width`), with random advantages, returns and old-logprob offsets."""
-    from ppo.rollout.batch import pad_width
+    by :func:`ppo.data.batch.pad_width`), with random advantages, returns and old-logprob offsets, as dicts."""
+    from ppo.data.batch import Batch, pad_width
 
     g = torch.Generator().manual_seed(11)
     out = []
@@ -32,15 +32,17 @@ def microbatches(vocab: int, multiple: int) -> list[dict]:
         width = max(lengths)
         real = torch.arange(width) < torch.tensor(lengths)[:, None]
         response = (real & (torch.arange(width) >= PROMPT)).float()
-        out.append(pad_width({
-            "input_ids": torch.randint(1, vocab, real.shape, generator=g) * real,
-            "segment_ids": real.long(),
-            "response_mask": response,
-            "advantages": torch.randn(real.shape, generator=g) * response,
-            "returns": torch.randn(real.shape, generator=g) * response,
+        padded = pad_width(Batch(
+            input_ids=torch.randint(1, vocab, real.shape, generator=g) * real,
+            segment_ids=real.long(),
+            response_mask=response,
+            advantages=torch.randn(real.shape, generator=g) * response,
+            returns=torch.randn(real.shape, generator=g) * response,
             # the old policy a little off the current one, well inside the clip range: every token has a gradient
-            "logp_offset": (torch.rand(real.shape, generator=g) - 0.5) * 0.2 * response,
-        }, multiple))
+            # (padded as the token field logp_old, used as an offset)
+            logp_old=(torch.rand(real.shape, generator=g) - 0.5) * 0.2 * response,
+        ), multiple).fields()
+        out.append(padded | {"logp_offset": padded.pop("logp_old")})
     return out
 
 

@@ -3,7 +3,7 @@ over the TP ranks) compute what the unpadded ones do: logprobs, values, losses a
 
 Sequence parallelism needs Transformer Engine and several GPUs, so the workers here pad without it, through the
 spec's ``pad_to_multiple`` (the same path: :attr:`MegatronModelSpec.sequence_multiple` and
-:func:`ppo.rollout.batch.pad_width`).  The rows' lengths and the batch's width are chosen not to divide by the
+:func:`ppo.data.batch.pad_width`).  The rows' lengths and the batch's width are chosen not to divide by the
 multiple, so every micro-batch is padded, some past the batch's width.
 """
 
@@ -14,8 +14,8 @@ import os
 import pytest
 import torch
 
+from ppo.data.batch import Batch, FieldError, pad_width
 from ppo.models.parallel import ParallelConfig
-from ppo.rollout.batch import TOKEN_FIELDS, pad_width
 from ppo.workers.specs import MegatronCritic, MegatronModelSpec, MegatronPolicy, PolicyLoss
 
 MULTIPLE = 4
@@ -26,24 +26,23 @@ RESPONSES = (3, 6, 2, 8, 5, 1, 4)  # with the prompts below: rows of 5..11 token
 
 
 # ------------------------------------------------------------------------------------------- the pure function
-def token_batch(width: int = 7, rows: int = 3, seed: int = 0) -> dict:
+def token_batch(width: int = 7, rows: int = 3, seed: int = 0) -> Batch:
     g = torch.Generator().manual_seed(seed)
     lengths = torch.arange(rows) % width + 1
     lengths[0] = width
     real = (torch.arange(width) < lengths[:, None])
-    batch = {
-        "input_ids": torch.randint(1, 50, (rows, width), generator=g) * real,
-        "segment_ids": real.long(),
-        "response_mask": (torch.rand(rows, width, generator=g) > 0.4).float() * real,
-        "logp_gen": -torch.rand(rows, width, generator=g) * real,
-        "values": torch.randn(rows, width, generator=g) * real,
-        "advantages": torch.randn(rows, width, generator=g) * real,
-        "prompt_lengths": torch.ones(rows, dtype=torch.long),
-        "rewards": torch.randn(rows, generator=g),
-        "responses": [f"r{i}" for i in range(rows)],
-        "record_ids": [str(i) for i in range(rows)],
-    }
-    return batch
+    return Batch(
+        input_ids=torch.randint(1, 50, (rows, width), generator=g) * real,
+        segment_ids=real.long(),
+        response_mask=(torch.rand(rows, width, generator=g) > 0.4).float() * real,
+        logp_gen=-torch.rand(rows, width, generator=g) * real,
+        values=torch.randn(rows, width, generator=g) * real,
+        advantages=torch.randn(rows, width, generator=g) * real,
+        prompt_lengths=torch.ones(rows, dtype=torch.long),
+        rewards=torch.randn(rows, generator=g),
+        responses=[f"r{i}" for i in range(rows)],
+        record_ids=[str(i) for i in range(rows)],
+    )
 
 
 @pytest.mark.parametrize("width", range(1, 10))
@@ -52,33 +51,33 @@ def test_pad_width_pads_every_token_field_to_the_next_multiple(width, multiple):
     batch = token_batch(width)
     padded = pad_width(batch, multiple, pad_id=7)
     target = -(-width // multiple) * multiple
-    assert set(padded) == set(batch)
-    for key, value in batch.items():
+    assert padded.fields().keys() == batch.fields().keys()
+    for key, value in batch.fields().items():
         if torch.is_tensor(value) and value.dim() == 2:
-            assert padded[key].shape == (value.shape[0], target), key
-            assert padded[key].dtype == value.dtype, key
-            assert torch.equal(padded[key][:, :width], value), key  # the original columns as they were
-            new = padded[key][:, width:]
+            assert padded.get(key).shape == (value.shape[0], target), key
+            assert padded.get(key).dtype == value.dtype, key
+            assert torch.equal(padded.get(key)[:, :width], value), key  # the original columns as they were
+            new = padded.get(key)[:, width:]
             assert torch.equal(new, torch.full_like(new, 7 if key == "input_ids" else 0)), key
         else:  # per-sample tensors and lists untouched
-            assert padded[key] is value, key
-    assert padded["segment_ids"][:, width:].eq(0).all()  # the new columns are padding: masked, counted nowhere
-    assert torch.equal(padded["segment_ids"].ne(0).sum(-1), batch["segment_ids"].ne(0).sum(-1))
-    assert padded["response_mask"].sum() == batch["response_mask"].sum()
+            assert padded.get(key) is value, key
+    assert padded.segment_ids[:, width:].eq(0).all()  # the new columns are padding: masked, counted nowhere
+    assert torch.equal(padded.segment_ids.ne(0).sum(-1), batch.segment_ids.ne(0).sum(-1))
+    assert padded.response_mask.sum() == batch.response_mask.sum()
 
 
 def test_pad_width_is_a_no_op_when_the_width_divides():
     batch = token_batch(width=8)
     assert pad_width(batch, 4) is batch and pad_width(batch, 8) is batch and pad_width(batch, 1) is batch
-    assert set(TOKEN_FIELDS) <= set(pad_width(token_batch(width=5), 4))
+    assert pad_width(token_batch(width=5), 4).fields().keys() == token_batch().fields().keys()
 
 
-def test_pad_width_refuses_a_bad_multiple_or_a_field_of_another_width():
+def test_pad_width_refuses_a_bad_multiple_and_the_batch_a_field_of_another_width():
     with pytest.raises(ValueError, match="multiple must be >= 1"):
         pad_width(token_batch(), 0)
-    batch = token_batch(width=5) | {"values": torch.zeros(3, 4)}
-    with pytest.raises(ValueError, match="'values' has 4 columns, segment_ids 5"):
-        pad_width(batch, 4)
+    batch = token_batch(width=5)
+    with pytest.raises(FieldError, match="'values' .* has 4 columns, the batch's other token fields 5"):
+        batch.values = torch.zeros(3, 4)
 
 
 @pytest.mark.parametrize("tensor, sequence_parallel, pad_to, multiple", [
@@ -126,7 +125,7 @@ def workers(tmp_path_factory):
     os.environ.update(saved_env)
 
 
-def ppo_batch() -> dict:
+def ppo_batch() -> Batch:
     """A batch as the driver sends it: rows of 5..11 tokens (a batch 11 wide), every field the losses read."""
     from ppo.rollout.batch import build_rollout_batch
     from ppo.rollout.settings import Sample
@@ -135,36 +134,35 @@ def ppo_batch() -> dict:
     prompts = [[3 + i, 4, 5 + i % 3][: 2 + i % 2] for i in range(len(RESPONSES))]
     samples = [[Sample([3 + (i + j) % 9 for j in range(n)], [-1.0] * n, "stop")] for i, n in enumerate(RESPONSES)]
     batch = build_rollout_batch(prompts, samples, pad_id=0, ground_truths=["0"] * len(prompts))
-    mask = batch["response_mask"]
-    batch["logp_gen"] = -torch.rand(mask.shape, generator=g) * mask
+    mask = batch.response_mask
+    batch.logp_gen = -torch.rand(mask.shape, generator=g) * mask
     for name in ("logp_old", "logp_ref"):
-        batch[name] = batch["logp_gen"] + 0.1 * torch.randn(mask.shape, generator=g) * mask
+        setattr(batch, name, batch.logp_gen + 0.1 * torch.randn(mask.shape, generator=g) * mask)
     for name in ("values", "returns", "advantages"):
-        batch[name] = torch.randn(mask.shape, generator=g) * mask
-    batch["rewards"] = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0])
+        setattr(batch, name, torch.randn(mask.shape, generator=g) * mask)
+    batch.rewards = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0])
     return batch
 
 
 def test_the_batch_and_its_rows_do_not_divide_by_the_multiple():
     batch = ppo_batch()
-    lengths = batch["segment_ids"].ne(0).sum(-1).tolist()
-    assert batch["input_ids"].shape[1] % MULTIPLE and sum(n % MULTIPLE != 0 for n in lengths) >= len(lengths) - 2
+    lengths = batch.segment_ids.ne(0).sum(-1).tolist()
+    assert batch.input_ids.shape[1] % MULTIPLE and sum(n % MULTIPLE != 0 for n in lengths) >= len(lengths) - 2
 
 
 def test_padded_microbatches_divide_fit_the_budget_and_cover_every_row(workers):
     batch = ppo_batch()
     for name, (policy, _) in workers.items():
-        microbatches = policy.microbatches(batch)
-        assert len(microbatches) > 1
-        assert sorted(i for mb in microbatches for i in mb["_rows"].tolist()) == list(range(len(RESPONSES)))
-        widths = [mb["input_ids"].shape[1] for mb in microbatches]
-        for mb, width in zip(microbatches, widths):
-            assert all(v.shape[1] == width for v in mb.values() if torch.is_tensor(v) and v.dim() == 2)
-            assert len(mb["_rows"]) * width <= TOKEN_BUDGET  # the budget counts the padded width
-            assert mb["_width"] == int(mb["segment_ids"].ne(0).sum(-1).max())
+        cut = policy._cut(batch)
+        assert len(cut) > 1 and [mb for _, _, mb in cut] == policy.microbatches(batch)
+        assert sorted(i for rows, _, _ in cut for i in rows) == list(range(len(RESPONSES)))
+        widths = [mb.width for _, _, mb in cut]
+        for (rows, unpadded, mb), width in zip(cut, widths):
+            assert len(rows) * width <= TOKEN_BUDGET  # the budget counts the padded width
+            assert unpadded == int(mb.segment_ids.ne(0).sum(-1).max())
         if name == "padded":
             assert all(w % MULTIPLE == 0 for w in widths), widths
-            assert max(widths) > batch["input_ids"].shape[1]  # past the batch's width: forward_rows must cut it
+            assert max(widths) > batch.input_ids.shape[1]  # past the batch's width: forward_rows must cut it
         else:
             assert any(w % MULTIPLE for w in widths), widths  # the comparison below is not between equal layouts
 
@@ -172,11 +170,11 @@ def test_padded_microbatches_divide_fit_the_budget_and_cover_every_row(workers):
 def test_padding_leaves_logprobs_and_values_unchanged(workers):
     batch = ppo_batch()
     (plain_policy, plain_critic), (padded_policy, padded_critic) = workers["plain"], workers["padded"]
-    real = batch["segment_ids"].ne(0)
+    real = batch.segment_ids.ne(0)
     for compute in (lambda p, c: p.logprobs(batch), lambda p, c: p.logprobs(batch, temperature=0.7),
                     lambda p, c: c.values(batch)):
         plain, padded = compute(plain_policy, plain_critic), compute(padded_policy, padded_critic)
-        assert padded.shape == plain.shape == batch["input_ids"].shape
+        assert padded.shape == plain.shape == batch.input_ids.shape
         assert plain[real].abs().sum() > 0
         # a few float32 ulps: a wider micro-batch changes the matmuls' shapes, hence their summation order
         torch.testing.assert_close(padded * real, plain * real, rtol=1e-6, atol=1e-6)

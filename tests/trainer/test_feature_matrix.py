@@ -61,12 +61,12 @@ def record(monkeypatch) -> Recorder:
 
     def recording_rollout(self, records, **kwargs):
         batch, env_metrics = rollout(self, records, **kwargs)
-        seen.rollouts.append({"scores": batch["scores"].clone()})
+        seen.rollouts.append({"scores": batch.scores.clone()})
         return batch, env_metrics
 
     def recording_collect(self, step):
         batch, env_metrics = collect(self, step)
-        seen.batches.append({k: v.clone() for k, v in batch.items() if isinstance(v, torch.Tensor)})
+        seen.batches.append({k: v.clone() for k, v in batch.fields().items() if isinstance(v, torch.Tensor)})
         return batch, env_metrics
 
     def recording_estimate(estimator, **inputs):

@@ -23,7 +23,7 @@ def model_dir(tmp_path):
     os.environ.update(saved)
 
 
-def batch() -> dict:
+def batch():
     from ppo.rollout.batch import build_rollout_batch
     from ppo.rollout.settings import Sample
 
@@ -31,8 +31,8 @@ def batch() -> dict:
     prompts = [[3 + i, 4, 5] for i in range(4)]
     samples = [[Sample(list(range(3, 3 + n)), [-1.0] * n, "stop")] for n in (2, 4, 3, 1)]
     out = build_rollout_batch(prompts, samples, pad_id=0, ground_truths=["0"] * 4)
-    out["values"] = torch.zeros(out["response_mask"].shape)
-    out["returns"] = torch.randn(out["response_mask"].shape, generator=g) * out["response_mask"]
+    out.values = torch.zeros(out.response_mask.shape)
+    out.returns = torch.randn(out.response_mask.shape, generator=g) * out.response_mask
     return out
 
 
@@ -77,7 +77,7 @@ def test_a_critic_of_fewer_layers_is_the_backbones_first_layers_under_its_head(m
     missing, unexpected = reference.load_state_dict(weights, strict=False)
     assert not missing and unexpected and all(k.startswith("layers.1.") for k in unexpected), (missing, unexpected)
     head = critic.export()["score.weight"]
-    for row, (ids, segments) in enumerate(zip(data["input_ids"], data["segment_ids"])):
+    for row, (ids, segments) in enumerate(zip(data.input_ids, data.segment_ids)):
         n = int(segments.sum())
         with torch.no_grad():
             hidden = reference(input_ids=ids[:n].unsqueeze(0)).last_hidden_state[0]

@@ -25,7 +25,7 @@ def ray_local():
     ray.shutdown()
 
 
-def ppo_batch(model_dir, tokenizer, seed: int = 0) -> dict:
+def ppo_batch(model_dir, tokenizer, seed: int = 0):
     from ppo.rollout.batch import build_rollout_batch
     from ppo.rollout.settings import Sample
 
@@ -38,9 +38,9 @@ def ppo_batch(model_dir, tokenizer, seed: int = 0) -> dict:
         ids = torch.randint(3, 13, (length,), generator=g).tolist()
         samples.append([Sample(ids, [-1.0] * length, "stop")])
     batch = build_rollout_batch(prompts, samples, pad_id=tokenizer.pad_token_id, ground_truths=["0"] * len(prompts))
-    mask = batch["response_mask"]
-    batch["advantages"] = torch.randn(mask.shape, generator=g) * mask
-    batch["rewards"] = torch.randint(2, (len(prompts),), generator=g).float()
+    mask = batch.response_mask
+    batch.advantages = torch.randn(mask.shape, generator=g) * mask
+    batch.rewards = torch.randint(2, (len(prompts),), generator=g).float()
     return batch
 
 
@@ -63,10 +63,10 @@ def test_two_data_parallel_replicas_train_like_one_process(ray_local, tmp_path):
         group = WorkerGroup(PolicyWorker, spec, str(model_dir), world_size=spec.world_size, seed=0)
         # as the trainer sends batches: each replica gets only its half, the replicas rebuild the whole batch
         group.shipper = Shipper(pieces=replicas)
-        batch["logp_old"] = group.call(PolicyWorker.logprobs, batch)
-        batch["logp_gen"] = batch["logp_old"].clone()
+        batch.logp_old = group.call(PolicyWorker.logprobs, batch)
+        batch.logp_gen = batch.logp_old.clone()
         steps = group.call(PolicyWorker.train, batch, num_minibatches=2, seed=7)
-        results[replicas] = (batch["logp_old"], steps, group.call(PolicyWorker.export))
+        results[replicas] = (batch.logp_old, steps, group.call(PolicyWorker.export))
         group.kill()
 
     (logp_1, steps_1, weights_1), (logp_2, steps_2, weights_2) = results[1], results[2]

@@ -129,7 +129,7 @@ def workers(stand_in_gpu, tmp_path_factory):
     os.environ.update(saved_env)
 
 
-def ppo_batch() -> dict:
+def ppo_batch():
     """A batch as the driver sends it: on the CPU, rows of different lengths, every field the losses read."""
     from ppo.rollout.batch import build_rollout_batch
     from ppo.rollout.settings import Sample
@@ -138,10 +138,10 @@ def ppo_batch() -> dict:
     prompts = [[3 + i, 4, 5 + i % 3][: 2 + i % 2] for i in range(6)]
     samples = [[Sample(list(range(3, 3 + n)), [-1.0] * n, "stop")] for n in (1, 4, 2, 5, 3, 2)]
     batch = build_rollout_batch(prompts, samples, pad_id=0, ground_truths=["0"] * len(prompts))
-    mask = batch["response_mask"]
+    mask = batch.response_mask
     for name in ("logp_old", "logp_ref", "values", "returns", "advantages"):
-        batch[name] = torch.randn(mask.shape, generator=g) * mask
-    batch["rewards"] = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+        setattr(batch, name, torch.randn(mask.shape, generator=g) * mask)
+    batch.rewards = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
     return batch
 
 
@@ -168,7 +168,7 @@ def test_every_path_keeps_the_device_rule(workers, path):
     batch = ppo_batch()
     result = PATHS[path](*workers, batch)
     if isinstance(result, torch.Tensor):
-        assert result.shape == batch["input_ids"].shape
+        assert result.shape == batch.input_ids.shape
 
 
 # ------------------------------------------------------------------------------------ the check catches the bug
@@ -216,8 +216,8 @@ def _mutants(cls, name: str):
 
 
 METHODS = [  # each method that moves tensors, and a path through it
-    (MegatronWorker, "microbatches", "policy logprobs"),
-    (MegatronWorker, "microbatches", "critic train"),
+    (MegatronWorker, "_cut", "policy logprobs"),
+    (MegatronWorker, "_cut", "critic train"),
     (MegatronWorker, "forward_rows", "policy logprobs"),
     (MegatronWorker, "forward_rows", "critic values"),
     (PolicyWorker, "train", "policy train"),

@@ -10,6 +10,7 @@ import pytest
 import ray
 import torch
 
+from ppo.data.batch import Batch
 from ppo.workers.traffic import SHARD, Shipper, nbytes, receive
 
 
@@ -22,13 +23,13 @@ def ray_local():
     ray.shutdown()
 
 
-def batch(rows: int = 10, width: int = 7) -> dict:
+def batch(rows: int = 10, width: int = 7) -> Batch:
     g = torch.Generator().manual_seed(0)
-    return {"input_ids": torch.randint(0, 50, (rows, width), generator=g),
-            "response_mask": (torch.rand(rows, width, generator=g) > 0.5).float(),
-            "rewards": torch.rand(rows, generator=g),
-            "ground_truths": [str(i) for i in range(rows)],
-            "temperature": 0.7}
+    return Batch(input_ids=torch.randint(0, 50, (rows, width), generator=g),
+                 response_mask=(torch.rand(rows, width, generator=g) > 0.5).float(),
+                 rewards=torch.rand(rows, generator=g),
+                 truncated=torch.rand(rows, generator=g) > 0.5,
+                 ground_truths=[str(i) for i in range(rows)])
 
 
 @pytest.mark.slow
@@ -39,19 +40,14 @@ def test_a_rank_is_sent_only_its_pieces_and_the_whole_batch_comes_back(ray_local
     assert [m[SHARD]["pieces"] for m in manifests] == [[0, 2], [1, 3]]
     got = ray.get(manifests[1]["input_ids"])
     assert [t.shape[0] for t in got] == [3, 2]  # rows 1, 5, 9 and 3, 7
-    torch.testing.assert_close(got[0], b["input_ids"][1::4])
+    torch.testing.assert_close(got[0], b.input_ids[1::4])
     whole = receive(ray.get(shipper.ship(b, data=1, rank=0)))
-    assert whole.keys() == b.keys()
-    for key, value in b.items():
-        if torch.is_tensor(value):
-            assert torch.equal(whole[key], value), key
-        else:
-            assert whole[key] == value, key
+    assert isinstance(whole, Batch) and whole == b  # every field, its dtype and shape
 
 
 def test_every_field_goes_once_whatever_the_calls_and_ranks(ray_local):
     b = batch(rows=64, width=32)
-    fields = sum(nbytes(v) for v in b.values() if not isinstance(v, float))
+    fields = sum(nbytes(v) for v in b.fields().values())
     shipper = Shipper(pieces=4)
     for _ in range(3):  # three calls (values, logprobs, an epoch), to groups of 1, 2 and 4 data-parallel ranks
         for data in (1, 2, 4):
@@ -59,7 +55,7 @@ def test_every_field_goes_once_whatever_the_calls_and_ranks(ray_local):
                 shipper.ship(b, data=data, rank=rank)
     manifests = shipper.bytes
     assert fields <= manifests
-    b["advantages"] = torch.zeros(64, 32)  # a field added later goes once too
+    b.advantages = torch.zeros(64, 32)  # a field added later goes once too
     shipper.ship(b, data=2, rank=0)
     assert shipper.bytes - manifests >= 64 * 32 * 4
     by_value = 7 * len(pickle.dumps(b))  # what the 7 ranks of one call received before
@@ -93,7 +89,7 @@ def test_a_batch_sent_by_value_counts_whichever_call_sends_it(ray_local):
     from ppo.workers.group import WorkerGroup
 
     b = batch(rows=256, width=32)
-    whole = sum(nbytes(v) for v in b.values() if torch.is_tensor(v))
+    whole = sum(nbytes(v) for v in b.fields().values() if torch.is_tensor(v))
     group = WorkerGroup(Taker, world_size=2)
     try:
         group.shipper = shipper = Shipper(pieces=2)
