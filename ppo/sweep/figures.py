@@ -36,7 +36,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ppo.sweep.results import SweepResults, config_label
+from ppo.sweep.results import SweepResults
 from ppo.sweep.scales import ordered, scale_of, tick
 
 PALETTE = colormaps["tab10"]
@@ -108,8 +108,10 @@ def _axis_panel(ax, results: SweepResults, configs, axis: str) -> None:
         mean = np.array([c["mean"] for c in members], dtype=float)
         std = np.nan_to_num(np.array([c["std"] for c in members], dtype=float))
         label = ", ".join(f"{a}={tick(v)}" for a, v in zip(others, key)) or None
-        ax.plot(x, mean, marker="o", markersize=4, color=color, label=label)
-        ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+        searched = results.sweep.get("search") is not None  # points a study chose: no line joins them
+        ax.plot(x, mean, marker="o", markersize=4, color=color, label=label, linestyle="none" if searched else "-")
+        if not searched:
+            ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
         seeds = results.trials[results.trials["config_id"].isin([c["config_id"] for c in members])]
         seeds = seeds.dropna(subset=["metric"])
         ax.scatter([scale.position(v) for v in seeds[axis]], seeds["metric"], color=color, s=12, alpha=0.7, zorder=3)
@@ -169,14 +171,17 @@ def heatmap_figure(results: SweepResults) -> Figure | None:
 def curves_figure(results: SweepResults) -> Figure | None:
     if not results.curves:
         return None
-    fig = Figure(figsize=(9.0, 4.2), layout="constrained")
+    longest = max((len(" ".join(f"{a}={tick(v)}" for a, v in zip(results.axes, row))) for row in
+                   results.configs[results.axes].itertuples(index=False)), default=0)
+    fig = Figure(figsize=(max(9.0, 5.5 + 0.06 * longest), 4.2), layout="constrained")  # room for the legend
     ax = fig.subplots()
     grey_labelled = False
     for _, config in results.configs.iterrows():
         rank = int(config["rank"])
         coloured = rank <= PALETTE.N
         stopped = f" ({config['stopped']} stopped)" if config["stopped"] else ""
-        label = f"#{rank} {config_label(results.axes, config)}{stopped}" if coloured else None
+        short = " ".join(f"{a}={tick(config[a])}" for a in results.axes) or "base"
+        label = f"#{rank} {short}{stopped}" if coloured else None
         if not coloured and not grey_labelled:
             label, grey_labelled = f"rank > {PALETTE.N}", True
         for _, trial in results.trials[results.trials["config_id"] == config["config_id"]].iterrows():
