@@ -7,7 +7,7 @@ dataclasses, and the trainer is imported by :meth:`Experiment.run`, so a dry run
 
 Checks, before anything is launched:
 
-- :meth:`Experiment.validate`: the settings (ranges, batch divisibility, loss options, micro-batch budgets with
+- :meth:`Experiment.check`: the settings (ranges, batch divisibility, loss options, micro-batch budgets with
   the padding sequence parallelism needs, parallel layouts against the executor's ``nodes × gpus_per_node`` when
   it declares GPUs).
 - :meth:`Experiment.missing_paths`: the input files (model checkpoint, data) that are not on this machine.  The
@@ -99,33 +99,33 @@ class Experiment:
         """The engine settings pointed at the run's initial model (the graph may leave ``model_path`` empty)."""
         return dataclasses.replace(self.generation, model_path=str(model_path), seed=self.seed)
 
-    def validate(self) -> None:
+    def check(self) -> None:
         """Raise ``ExperimentError`` (one line) for settings that cannot run, before anything is launched."""
-        def check(condition: bool, message: str) -> None:
+        def require(condition: bool, message: str) -> None:
             if not condition:
                 raise ExperimentError(message)
 
         parts = [("model", self.model), ("task", self.task), ("trainer", self.trainer), ("reward", self.reward)]
         for name, part in [(name, part) for name, part in parts if part is not None]:
             try:
-                part.validate()
+                part.check()
             except (ValueError, FileNotFoundError) as err:
                 raise ExperimentError(f"{name}: {err}") from None
-        self._validate_numbers()
+        self._check_numbers()
         sampling = self.generation.sampling
-        check(sampling.temperature > 0, "generation.sampling.temperature must be > 0 for PPO rollouts")
-        check(sampling.top_p == 1.0 and sampling.top_k == 0,
+        require(sampling.temperature > 0, "generation.sampling.temperature must be > 0 for PPO rollouts")
+        require(sampling.top_p == 1.0 and sampling.top_k == 0,
               "generation.sampling.top_p/top_k must be off (1.0/0) for PPO rollouts: vLLM's logprobs are renormalised "
               "after the filter but the trainer's recomputed logprobs are not, which biases the ratio")
-        check(self.generation.max_model_len >= sampling.max_new_tokens,
+        require(self.generation.max_model_len >= sampling.max_new_tokens,
               f"generation.max_model_len={self.generation.max_model_len} < sampling.max_new_tokens="
               f"{sampling.max_new_tokens}")
         longest = self.generation.max_model_len  # prompt + response never exceed the engine's context
         for group, spec in self._model_groups():
-            check(spec.micro_batch_tokens >= longest,
+            require(spec.micro_batch_tokens >= longest,
                   f"{group}.micro_batch_tokens={spec.micro_batch_tokens} cannot hold one sample of up to "
                   f"generation.max_model_len={longest} tokens")
-            check(spec.pad_to_multiple is None or spec.pad_to_multiple >= 1,
+            require(spec.pad_to_multiple is None or spec.pad_to_multiple >= 1,
                   f"{group}.pad_to_multiple must be >= 1 (or None), got {spec.pad_to_multiple}")
             # every micro-batch is padded to a multiple of sequence_multiple (ppo.data.batch.pad_width), so a
             # row of max_model_len tokens takes padded_length(max_model_len) of the budget
@@ -133,55 +133,56 @@ class Experiment:
             reasons = ([f"{group}.parallel.tensor={spec.parallel.tensor} with sequence parallelism"]
                        if spec.parallel.sequence_parallel else [])
             reasons += [f"{group}.pad_to_multiple={spec.pad_to_multiple}"] if spec.pad_to_multiple else []
-            check(spec.micro_batch_tokens >= padded,
+            require(spec.micro_batch_tokens >= padded,
                   f"{group}.micro_batch_tokens={spec.micro_batch_tokens} cannot hold one sample of up to "
                   f"generation.max_model_len={longest} tokens padded to a multiple of {spec.sequence_multiple} "
                   f"({', '.join(reasons)}), {padded} tokens: set {group}.micro_batch_tokens >= {padded}")
-        self._validate_losses()
-        self._validate_layouts()
+        self._check_losses()
+        self._check_layouts()
         trainer = self.trainer
         batch = trainer.prompts_per_step * trainer.generations_per_prompt
         for name in ("num_minibatches", "critic_minibatches"):
             count = getattr(trainer, name)
-            check(count is None or batch % count == 0,
+            require(count is None or batch % count == 0,
                   f"trainer.{name}={count} does not divide the batch of {batch} samples")
         if self.advantage.needs_critic is False and trainer.policy_training_start_step > 0:
             raise ExperimentError("trainer.policy_training_start_step > 0 (critic warmup) needs a critic-based "
                                   "estimator such as GAE")
-        check(not trainer.dynamic_sampling or trainer.generations_per_prompt >= 2,
+        require(not trainer.dynamic_sampling or trainer.generations_per_prompt >= 2,
               "trainer.dynamic_sampling keeps prompt groups whose rewards differ, so it needs "
               "trainer.generations_per_prompt >= 2")
         estimator = type(self.advantage).__name__
-        check(not getattr(self.advantage, "needs_groups", False) or trainer.generations_per_prompt >= 2,
+        require(not getattr(self.advantage, "needs_groups", False) or trainer.generations_per_prompt >= 2,
               f"advantage: {estimator} compares each sample with the other samples of its prompt, so it needs "
               f"trainer.generations_per_prompt >= 2 (now {trainer.generations_per_prompt})")
-        check(trainer.kl_in_reward_coef == 0 or getattr(self.advantage, "uses_token_rewards", True),
+        require(trainer.kl_in_reward_coef == 0 or getattr(self.advantage, "uses_token_rewards", True),
               f"trainer.kl_in_reward_coef={trainer.kl_in_reward_coef} puts KL in the per-token rewards, which "
               f"{estimator} ignores (it uses the sequence reward): use policy.loss.kl_coef (KL as a loss term), or "
               f"GAE / ReinforcePlusPlus")
-        check(not self.reward_shaping.whiten_token_rewards or getattr(self.advantage, "uses_token_rewards", True),
+        require(not self.reward_shaping.whiten_token_rewards or getattr(self.advantage, "uses_token_rewards", True),
               f"reward_shaping.whiten_token_rewards whitens the per-token rewards, which {estimator} ignores (it "
               f"uses the sequence reward): use GAE / ReinforcePlusPlus, or the estimator's own normalisation")
-        check(trainer.kl_target is None or trainer.kl_in_reward_coef > 0,
+        require(trainer.kl_target is None or trainer.kl_in_reward_coef > 0,
               f"trainer.kl_target={trainer.kl_target} adapts the reward-KL coefficient, but "
               f"trainer.kl_in_reward_coef is 0: set it to the starting coefficient")
-        check(self.critic.value_clip is None or self.critic.value_clip > 0,
+        require(self.critic.value_clip is None or self.critic.value_clip > 0,
               f"critic.value_clip must be > 0 (or None for an unclipped value loss), got {self.critic.value_clip}")
         loss = self.policy.loss
-        check(loss.is_cap > 0, f"policy.loss.is_cap must be > 0, got {loss.is_cap}")
-        check(0 <= loss.is_low <= loss.is_cap, f"policy.loss.is_low={loss.is_low} must be in [0, is_cap={loss.is_cap}]")
+        require(loss.is_cap > 0, f"policy.loss.is_cap must be > 0, got {loss.is_cap}")
+        require(0 <= loss.is_low <= loss.is_cap,
+                f"policy.loss.is_low={loss.is_low} must be in [0, is_cap={loss.is_cap}]")
         shaping = self.reward_shaping
-        check(not shaping.overlong_buffer or 0 < shaping.overlong_buffer <= sampling.max_new_tokens,
+        require(not shaping.overlong_buffer or 0 < shaping.overlong_buffer <= sampling.max_new_tokens,
               f"reward_shaping.overlong_buffer={shaping.overlong_buffer} must be in (0, "
               f"generation.sampling.max_new_tokens={sampling.max_new_tokens}]")
-        check(not shaping.scale or shaping.source_max > shaping.source_min,
+        require(not shaping.scale or shaping.source_max > shaping.source_min,
               f"reward_shaping.source_max={shaping.source_max} must exceed source_min={shaping.source_min}")
-        check(shaping.char_credit >= 0, f"reward_shaping.char_credit must be >= 0, got {shaping.char_credit}")
-        check(not shaping.char_credit or getattr(self.task, "one_token_per_character", False),
+        require(shaping.char_credit >= 0, f"reward_shaping.char_credit must be >= 0, got {shaping.char_credit}")
+        require(not shaping.char_credit or getattr(self.task, "one_token_per_character", False),
               f"reward_shaping.char_credit credits each answer character on its own token, which needs a task whose "
               f"tokenizer writes one token per character (the arithmetic tasks), not {type(self.task).__name__}")
 
-    def _validate_numbers(self) -> None:
+    def _check_numbers(self) -> None:
         """Every number in the experiment finite, and every seed one the run's generators accept."""
         for path, value in _leaves(self):
             if isinstance(value, float) and not math.isfinite(value):
@@ -194,7 +195,7 @@ class Experiment:
         """The Megatron worker groups this run builds: the policy, and the critic when the estimator needs one."""
         return [("policy", self.policy)] + ([("critic", self.critic)] if self.advantage.needs_critic else [])
 
-    def _validate_losses(self) -> None:
+    def _check_losses(self) -> None:
         loss = self.policy.loss
         try:
             loss.check()
@@ -210,25 +211,25 @@ class Experiment:
             raise ExperimentError("KL is on twice: set either policy.loss.kl_coef (a loss term) or "
                                   "trainer.kl_in_reward_coef (in the reward), not both")
 
-    def _validate_layouts(self) -> None:
+    def _check_layouts(self) -> None:
         """Parallel layouts: the placement plan on the executor's GPUs, and the model's shape against TP and PP."""
         if self.policy.parallel.pipeline != 1 or self.critic.parallel.pipeline != 1:
             raise ExperimentError("pipeline parallelism is not supported by the PPO workers yet: set "
                                   "parallel.pipeline=1")
         for group, spec in self._model_groups():
             try:
-                spec.parallel.validate(spec.world_size)
+                spec.parallel.check(spec.world_size)
             except ValueError as err:
                 raise ExperimentError(f"{group}.parallel: {err}") from None
             try:
-                spec.validate_model()
+                spec.check_model()
             except ValueError as err:
                 raise ExperimentError(f"{group}.{err}") from None
         self.placement_plan()
         if self.trainer.critic_beside_generation and self.trainer.overlap_critic and self.advantage.needs_critic:
             raise ExperimentError("trainer.critic_beside_generation and trainer.overlap_critic both move the "
                                   "critic's updates: set one of them")
-        self._validate_architecture()
+        self._check_architecture()
         plan = self.memory_plan()
         if plan is not None:
             try:
@@ -330,7 +331,7 @@ class Experiment:
         except UnsupportedModelError as err:
             raise ExperimentError(f"model: {err}") from None
 
-    def _validate_architecture(self) -> None:
+    def _check_architecture(self) -> None:
         """A model the workers can convert, with heads, KV groups, FFN width and vocabulary divisible by each group's
         TP and layers by PP, when the model's shape is known here (a readable ``config.json``, the recipe's
         ``model.config``, or a model the run generates)."""

@@ -1,7 +1,7 @@
 """The policy loss's settings, their allowed values and their check, without torch.
 
 The loss function checks its settings on every call; an experiment checks the same settings once, before anything
-is launched (:meth:`ppo.experiment.Experiment.validate`), which is why they live apart from the tensor code.
+is launched (:meth:`ppo.experiment.Experiment.check`), which is why they live apart from the tensor code.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The placement plan: which GPU of the job every rank of every role uses.  Pure Python: no torch, no Ray.
 
 One function, :func:`plan_placement`, serves the dry run, validation and the run itself: ``launch.py --dry-run``
-prints its grid, :meth:`ppo.experiment.Experiment.validate` refuses what it cannot place, and the trainer reserves
+prints its grid, :meth:`ppo.experiment.Experiment.check` refuses what it cannot place, and the trainer reserves
 Ray placement groups from the same :class:`PlacementPlan` (:mod:`ppo.cluster.placement`).  So a layout that
 dry-runs is a layout that places.
 

@@ -3,7 +3,7 @@
 A task gives the trainer train and validation records (``ppo.data.Record``), the prompt template, and — for
 models the run creates itself (``ppo.models.sources.TinyRandomModel``) — the tokenizer to build.
 
-``validate()`` checks the settings alone; ``missing_paths()`` lists the data files that are not on this machine, one
+``check()`` checks the settings alone; ``missing_paths()`` lists the data files that are not on this machine, one
 line each (a GPU recipe's files live on the cluster; see ``Experiment.missing_paths``); ``check_columns()`` reads the
 ones that are here and refuses, in one line, a file without a column its loader needs.
 
@@ -77,7 +77,7 @@ class ArithmeticTaskSpec(_GeneratedArithmetic):
     def max_answer_tokens(self) -> int:
         return self.digits + len(str(self.num_operands)) + 2
 
-    def validate(self) -> None:
+    def check(self) -> None:
         self._task()
 
 
@@ -105,7 +105,7 @@ class MixedArithmeticTaskSpec(_GeneratedArithmetic):
     val_size: int = 256
     seed: int = 0
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if len(self.digits) != len(self.weights) or not self.digits:
             raise ValueError(f"task.digits {self.digits} and task.weights {self.weights} must be non-empty and of "
                              "the same length")
@@ -165,7 +165,7 @@ class GSM8KTaskSpec:
     tokenizer_vocab_size: int = 1024
     use_chat_template: bool = False
 
-    def validate(self) -> None:
+    def check(self) -> None:
         _require_paths("GSM8K", train_path=self.train_path, test_path=self.test_path)
         self.template()
         if self.val_size < 1:
@@ -210,7 +210,7 @@ class DAPOMathTaskSpec:
     val_size: int | None = None
     use_chat_template: bool = True
 
-    def validate(self) -> None:
+    def check(self) -> None:
         _require_paths("DAPO-Math", train_path=self.train_path, val_path=self.val_path)
         if self.val_size is not None and self.val_size < 1:
             raise ValueError(f"task.val_size must be >= 1 or None, got {self.val_size}")

@@ -26,7 +26,7 @@ class RewardFunction:
     function: str
     timeout_s: float = 10.0
 
-    def validate(self) -> None:
+    def check(self) -> None:
         """Refuse, in one line, a name that does not import to a callable (before anything launches)."""
         if self.timeout_s <= 0:
             raise RewardFunctionError(f"timeout_s must be > 0, got {self.timeout_s}")

@@ -1,4 +1,4 @@
-"""``launch.py``: validate an experiment, show it, and run it locally, in-process or on SLURM.
+"""``launch.py``: check an experiment, show it, and run it locally, in-process or on SLURM.
 
     python launch.py FILE [path=value ...] [--fiddler F ...] [--executor local|slurm|debug] [--name N]
                      [--run-dir D] [--dry-run] [--graph out.svg] [--yes] [--allow-dirty]

@@ -2,7 +2,7 @@
 
 The step's policy is exported to a temporary HF folder (:func:`ppo.launch.export_command.export_step`, a layer at a
 time), loaded into one vLLM engine in this process with the run's generation settings, and scored by the run's
-environment (the math verifier, or the run's own reward function) through :func:`ppo.rollout.evaluate.evaluate`, the
+environment (the math verifier, or the run's own reward function) through :func:`ppo.rollout.validation.validate`, the
 function validation uses in the loop: greedy accuracy, and with K sampled answers a problem ``avg@K`` and unbiased
 ``pass@k``.  The problems are the run's validation set, or ``--dataset``: a local file or a hub dataset id
 (``ORG/NAME[@REVISION][:CONFIG]:SPLIT``, fetched into ``PPO_DATA_ROOT`` first) in the run's task's format.
@@ -92,7 +92,7 @@ def _generate_and_score(experiment, task, records, model: Path, samples: int, st
     from transformers import AutoTokenizer
 
     from ppo.envs.math_env import MathEnvironment
-    from ppo.rollout.evaluate import evaluate
+    from ppo.rollout.validation import validate
     from ppo.rollout.vllm_engine import VLLMEngine
     from ppo.seeds import derive_seed
 
@@ -100,7 +100,7 @@ def _generate_and_score(experiment, task, records, model: Path, samples: int, st
     tokenizer = AutoTokenizer.from_pretrained(model)
     prompts = task.template().encode_many(records, tokenizer)
     with MathEnvironment(num_workers=experiment.trainer.math_workers, reward=experiment.reward) as env:
-        return evaluate(engine.generate, env, records, prompts, experiment.generation.sampling, samples=samples,
+        return validate(engine.generate, env, records, prompts, experiment.generation.sampling, samples=samples,
                         seed=derive_seed(experiment.seed, "validation_sampling", step), prefix="eval/")
 
 

@@ -90,7 +90,7 @@ class LocalExecutor(_OnThisMachine):
     host_memory_gib: float | None = None  # this node's memory, the host plan's limit; None: this machine's
     kind: ClassVar[str] = "local"
 
-    def validate(self) -> None:
+    def check(self) -> None:
         self._check_shape()
         if self.env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
             raise ConfigError("executor.env must map strings to strings")
@@ -107,7 +107,7 @@ class DebugExecutor(_OnThisMachine):
     host_memory_gib: float | None = None
     kind: ClassVar[str] = "debug"
 
-    def validate(self) -> None:
+    def check(self) -> None:
         self._check_shape()
 
 
@@ -169,7 +169,7 @@ class SlurmExecutor:
     def node_memory_gib(self) -> float:
         return self.host_memory_gib
 
-    def validate(self) -> None:
+    def check(self) -> None:
         def check(ok: bool, message: str) -> None:
             if not ok:
                 raise ConfigError(message)

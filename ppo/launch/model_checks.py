@@ -65,7 +65,7 @@ def check_models(experiment: Any, executor: Any) -> list[str]:
 def _check_policy(experiment: Any, notes: list[str]) -> ModelFolder | None:
     model = getattr(experiment, "model", None)
     if type(model).__name__ != "HFCheckpoint" or not isinstance(model.path, str) or not model.path:
-        return None  # an empty path is validate()'s to refuse
+        return None  # an empty path is check()'s to refuse
     folder, hub_id = local_folder(model.path)
     if folder is None:
         copy = "the recipe's model.config" if model.config else "nothing (no model.config: no memory plan)"
@@ -115,14 +115,14 @@ def _check_critic(experiment: Any, policy: ModelFolder | None, notes: list[str])
         return
     checked = _folder(folder, "critic.model_path", value_head=True, tokenizer_required=False,
                       weights=not fetched(folder, hub_id))
-    _validate_critic_layout(critic, checked)
+    _check_critic_layout(critic, checked)
     if policy is not None:
         check_pair(policy, checked, "critic.model_path")
         notes.append(f"critic.model_path: {folder} checked ({checked.architecture.model_type}, "
                      f"{checked.architecture.num_layers} layers; the policy's tokenizer and vocabulary)")
 
 
-def _validate_critic_layout(critic: Any, checked: ModelFolder) -> None:
+def _check_critic_layout(critic: Any, checked: ModelFolder) -> None:
     """The critic builds from its own config.json: its tensor-parallel size must divide that model's shape."""
     tp, arch = critic.parallel.tensor, checked.architecture
     for name, value in (("num_attention_heads", arch.num_attention_heads), ("num_key_value_heads",

@@ -7,9 +7,9 @@ The order, each step a one-line :class:`ConfigError` on failure:
    given, ``--name``, overrides in the order given; every change is recorded for the dry-run markers;
 3. no argument left unset without a default; the graph stores as JSON and loads back;
 4. ``fdl.build`` (errors name the config path that failed to build);
-5. the built object has ``name``, ``executor``, ``seed``, ``validate``, ``resource_plan``, ``run``; the model
+5. the built object has ``name``, ``executor``, ``seed``, ``check``, ``resource_plan``, ``run``; the model
    folders and checkpoints it reads that are on this machine load (:mod:`ppo.launch.model_checks`); its
-   ``validate()`` and the executor's pass; ``resource_plan()`` is a list of dicts;
+   ``check()`` and the executor's pass; ``resource_plan()`` is a list of dicts;
 6. hub models and datasets (:mod:`ppo.launch.fetch`): a dry run lists them in ``Prepared.hub_inputs`` (here, or
    to fetch) and refuses, where input paths count (below), one that ``HF_HUB_OFFLINE`` keeps from being fetched;
 7. input paths: an experiment that reads files lists the missing ones (``missing_paths()``); they are an error
@@ -40,7 +40,7 @@ from ppo.launch import fetch
 from ppo.launch.executors import EXECUTORS, LocalExecutor, SlurmExecutor
 from ppo.launch.model_checks import check_models
 
-PROTOCOL = ("name", "executor", "seed", "validate", "resource_plan", "run")
+PROTOCOL = ("name", "executor", "seed", "check", "resource_plan", "run")
 
 
 @dataclasses.dataclass
@@ -113,8 +113,8 @@ def _check(request: Request, file: ExperimentFile, cfg: fdl.Buildable, edits: Ed
         raise ConfigError(f"executor must be one of LocalExecutor, DebugExecutor, SlurmExecutor "
                           f"(ppo.launch), got {type(executor).__name__}")
     models = _call_check(lambda: check_models(experiment, executor), "checking the models")
-    _call_check(experiment.validate, "validation")
-    executor.validate()
+    _call_check(experiment.check, "check()")
+    executor.check()
     plan = _call_check(experiment.resource_plan, "resource_plan()")
     if not isinstance(plan, list) or not all(isinstance(g, dict) for g in plan):
         raise ConfigError(f"resource_plan() must return a list of dicts, got {type(plan).__name__}")

@@ -110,7 +110,7 @@ class PPOSettings:
         return [f"trainer.resume={self.resume!r} is neither 'auto', 'never' nor a checkpoint directory "
                 "(one holding trainer_state.json)"]
 
-    def validate(self) -> None:
+    def check(self) -> None:
         for name in ("max_steps", "prompts_per_step", "generations_per_prompt", "ppo_epochs", "num_minibatches",
                      "val_period", "checkpoint_period", "keep_checkpoints", "max_bad_steps_in_a_row",
                      "max_gen_batches", "math_workers"):

@@ -53,7 +53,7 @@ from ppo.loop.step_metrics import batch_metrics, environment_metrics, skipped_up
 from ppo.loop.warm_start import warm_start_batches
 from ppo.models.export import write_hf_export
 from ppo.rollout.collect import CollectionStopped, Collector
-from ppo.rollout.evaluate import evaluate
+from ppo.rollout.validation import validate
 from ppo.seeds import derive_seed
 
 EXPORT = "export"
@@ -255,12 +255,12 @@ class PPOTrainer:
                 for name in ("refit_bytes", "refit_driver_bytes", "refit_host_bytes", "refit_buckets")}
 
     def validation(self) -> dict[str, float]:
-        """The held-out problems (:func:`ppo.rollout.evaluate.evaluate`): greedy ``validation/accuracy`` and
+        """The held-out problems (:func:`ppo.rollout.validation.validate`): greedy ``validation/accuracy`` and
         ``avg_length`` (and per ``metadata["group"]``), with ``trainer.val_samples`` = K also ``avg@K`` and
         ``pass@k``; every answer is kept for the step's samples file."""
         self.workers.gpus.hand_to("generate")
         prompts = self.template.encode_many(self.val_records, self.tokenizer)
-        metrics, rows = evaluate(self.engines.generate, self.env, self.val_records, prompts,
+        metrics, rows = validate(self.engines.generate, self.env, self.val_records, prompts,
                                  self.exp.generation.sampling, samples=self.cfg.val_samples,
                                  seed=derive_seed(self.exp.seed, "validation_sampling", self.step))
         self.records.keep_validation_samples(rows)

@@ -29,7 +29,7 @@ def transformer_config(arch: Architecture, *, dtype: torch.dtype = torch.float32
     from megatron.core import parallel_state
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    recompute.validate(arch.num_layers // parallel_state.get_pipeline_model_parallel_world_size())
+    recompute.check(arch.num_layers // parallel_state.get_pipeline_model_parallel_world_size())
     return TransformerConfig(
         num_layers=arch.num_layers,
         hidden_size=arch.hidden_size,

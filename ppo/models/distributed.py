@@ -27,7 +27,7 @@ def initialize(parallel: ParallelConfig, *, seed: int = 0) -> None:
         if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank % torch.cuda.device_count())))
         torch.distributed.init_process_group(backend, rank=rank, world_size=world)
-    parallel.validate(torch.distributed.get_world_size())
+    parallel.check(torch.distributed.get_world_size())
     if parallel_state.model_parallel_is_initialized():
         parallel_state.destroy_model_parallel()
     parallel_state.initialize_model_parallel(

@@ -27,7 +27,7 @@ class ParallelConfig:
     def data_parallel_size(self, world_size: int) -> int:
         return world_size // self.model_parallel_size
 
-    def validate(self, world_size: int, *, num_layers: int | None = None) -> None:
+    def check(self, world_size: int, *, num_layers: int | None = None) -> None:
         """Raise ``ParallelLayoutError`` (one line, naming the fix) for a layout that cannot run.
 
         Context parallelism is refused whatever the layer spec: the workers give every rank whole sequences

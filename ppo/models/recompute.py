@@ -33,7 +33,7 @@ class Recompute:
     method: str | None = None  # "full" only: "uniform" or "block"
     num_layers: int | None = None  # "full" only: layers per checkpointed chunk (uniform) or per stage (block)
 
-    def validate(self, layers_per_stage: int | None = None) -> None:
+    def check(self, layers_per_stage: int | None = None) -> None:
         """Raise ``RecomputeError`` (one line naming the setting) for settings Megatron would refuse or ignore."""
         if self.granularity not in GRANULARITIES:
             raise RecomputeError(f"recompute.granularity must be None, 'selective' or 'full', got {self.granularity!r}")

@@ -1,7 +1,7 @@
 """Where a run's initial weights come from: an existing Hugging Face checkpoint, or a small random model that the
 run creates (the embedded CPU default cannot download one).
 
-``validate()`` checks the settings alone; ``missing_paths()`` lists what is not on this machine's filesystem, one
+``check()`` checks the settings alone; ``missing_paths()`` lists what is not on this machine's filesystem, one
 line each, because a checkpoint may be a path on a cluster that is not here (see ``Experiment.missing_paths``).
 
 A checkpoint may be named by its hub id instead (``Qwen/Qwen2.5-1.5B``, ``Qwen/Qwen2.5-1.5B@<revision>``;
@@ -35,7 +35,7 @@ class HFCheckpoint:
     path: str
     config: dict | None = None
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if not isinstance(self.path, str) or not self.path:
             raise ValueError("model path is empty: give the directory of a HF checkpoint (config.json, weights) or a "
                              "hub id (org/name)")
@@ -97,7 +97,7 @@ class TinyRandomModel:
     max_position_embeddings: int = 64
     seed: int = 0
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.model_type not in SUPPORTED:
             raise ValueError(f"TinyRandomModel.model_type must be one of {', '.join(SUPPORTED)}, got "
                              f"{self.model_type!r}")

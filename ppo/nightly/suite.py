@@ -140,7 +140,7 @@ def parse_entry(item: Any, *, where: str = "entry") -> SuiteEntry:
         declared = Nightly(None, ())
     else:
         declared = read_nightly(experiment)
-    nightly = validate_nightly(
+    nightly = check_nightly(
         {"step": item.get("step", declared.step), "checks": item.get("checks", declared.checks)},
         where=f"{where} ({name})",
     )
@@ -156,10 +156,10 @@ def read_nightly(experiment: str | Path) -> Nightly:
     module = _import_file(path, "experiment")
     if not hasattr(module, "NIGHTLY"):
         raise SuiteError(f"{path} declares no NIGHTLY = {{'step': N, 'checks': [...]}}")
-    return validate_nightly(module.NIGHTLY, where=str(path))
+    return check_nightly(module.NIGHTLY, where=str(path))
 
 
-def validate_nightly(raw: Any, *, where: str) -> Nightly:
+def check_nightly(raw: Any, *, where: str) -> Nightly:
     if isinstance(raw, Nightly):
         raw = {"step": raw.step, "checks": raw.checks}
     if not isinstance(raw, Mapping):

@@ -7,7 +7,7 @@
 3. every path an axis sets, and the seed path, is located in the base graph (unknown paths get the launcher's
    did-you-mean);
 4. every trial is prepared in full the same way (overrides parsed and type-checked, ``fdl.build``, the built
-   experiment's ``validate()``, the executor's ``validate()``); the first failure names its trial;
+   experiment's ``check()``, the executor's ``check()``); the first failure names its trial;
 5. the GPU-hour budget is checked against the SLURM time limits.
 
 Every trial logs to wandb in the sweep's group: ``trainer.wandb_group='<sweep id>'`` (``Sweep.wandb_group_path``) is

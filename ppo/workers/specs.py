@@ -43,11 +43,11 @@ class MegatronModelSpec:
     transformer_impl: str = layers.LOCAL
     recompute: Recompute = field(default_factory=Recompute)
 
-    def validate_model(self) -> None:
+    def check_model(self) -> None:
         """Raise ``ValueError`` (one line naming the setting) for layers or recomputation that cannot run; no
         software is needed here (Transformer Engine is checked where the model is built)."""
         layers.check(self.transformer_impl)
-        self.recompute.validate()
+        self.recompute.check()
 
     def model_options(self) -> dict:
         """The keyword arguments of ``ppo.models.builder.build_gpt_model`` (and ``build_value_model``) that this

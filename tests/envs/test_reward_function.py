@@ -25,7 +25,7 @@ def test_the_experiment_refuses_a_bad_reward_before_launch():
     experiment = Experiment(name="x", model=TinyRandomModel(), task=ArithmeticTaskSpec(),
                             reward=RewardFunction(function="tests.envs.toy_rewards:absent"))
     with pytest.raises(ValueError, match="^reward: function 'tests.envs.toy_rewards:absent': "):
-        experiment.validate()
+        experiment.check()
 
 
 def test_a_failing_call_scores_zero_and_says_why():

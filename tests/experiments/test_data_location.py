@@ -30,7 +30,7 @@ def test_validation_from_another_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     prepared = prepare(Request(str(RECIPE), dry_run=True))
     assert prepared.missing_paths == []
-    prepared.experiment.validate()
+    prepared.experiment.check()
     assert prepared.experiment.task.train_path == str(BUNDLED_GSM8K_DIR / "train.jsonl")
 
 

@@ -75,7 +75,7 @@ def test_a_gpu_too_small_for_dsr1_7b_is_refused_in_one_line():
 
 def test_graph_builds_validates_and_round_trips_through_json(prepared):
     experiment = prepared.experiment
-    experiment.validate()
+    experiment.check()
     assert isinstance(experiment.resource_plan(), list)
     loaded = from_json(to_json(prepared.cfg))
     assert diff(prepared.cfg, loaded) == []

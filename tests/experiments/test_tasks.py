@@ -25,7 +25,7 @@ def test_dapo_math_asks_validation_problems_the_way_training_did(tmp_path):
                                                   {"ID": "2024-I-2", "Problem": "Find y.", "Answer": 7}])
     exported = write_jsonl(tmp_path / "aime_dapo.jsonl", [dapo_row("Find x.", "33")])
     task = DAPOMathTaskSpec(train_path=train, val_path=plain, val_size=1)
-    task.validate()
+    task.check()
     assert task.missing_paths() == []
     assert [r.ground_truth for r in task.train_records()] == ["2", "5"]  # repeats folded
     (val,) = task.val_records()
@@ -37,7 +37,7 @@ def test_dapo_math_asks_validation_problems_the_way_training_did(tmp_path):
 
 def test_missing_files_are_listed_not_raised_by_validate():
     task = DAPOMathTaskSpec(train_path="/nowhere/dapo.parquet", val_path="/nowhere/aime.parquet")
-    task.validate()
+    task.check()
     assert task.missing_paths() == ["DAPO-Math file not found: /nowhere/dapo.parquet",
                                     "AIME 2024 file not found: /nowhere/aime.parquet"]
     assert GSM8KTaskSpec(train_path="/nowhere/train.jsonl", test_path="/nowhere/test.jsonl").missing_paths() == [
@@ -55,7 +55,7 @@ def test_a_mixed_arithmetic_task_keeps_its_shares_and_never_trains_on_a_heldout_
     from collections import Counter
 
     task = MixedArithmeticTaskSpec(digits=(1, 2), weights=(3, 1), train_size=400, val_size=41)
-    task.validate()
+    task.check()
     train, heldout = task.train_records(), task.val_records()
     assert Counter(r.metadata["group"] for r in train) == {"1-digit": 300, "2-digit": 100}
     assert Counter(r.metadata["group"] for r in heldout) == {"1-digit": 31, "2-digit": 10}
@@ -75,7 +75,7 @@ def test_a_mixed_arithmetic_task_keeps_its_shares_and_never_trains_on_a_heldout_
 ])
 def test_a_mixed_arithmetic_task_refuses_settings_it_cannot_mix(settings, message):
     with pytest.raises(ValueError, match=message):
-        MixedArithmeticTaskSpec(**settings).validate()
+        MixedArithmeticTaskSpec(**settings).check()
 
 
 def test_the_reversed_answers_fiddler_asks_for_sums_written_units_digit_first():

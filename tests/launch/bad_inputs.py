@@ -52,8 +52,8 @@ CASES: list[tuple[str, str]] = [
     ("sweep.py", "sweep.py: SWEEP must be ppo.sweep.Sweep(...), got dict"),
     ("bad_nightly.py", "bad_nightly.py: NIGHTLY['checks'][0]: not a valid expression: invalid syntax"),
     ("not_an_experiment.py",
-     "not_an_experiment.py: config() builds a dict, which lacks name, executor, seed, validate, resource_plan, run "
-     "(an experiment needs name, executor, seed, validate, resource_plan, run)"),
+     "not_an_experiment.py: config() builds a dict, which lacks name, executor, seed, check, resource_plan, run "
+     "(an experiment needs name, executor, seed, check, resource_plan, run)"),
     ("missing_required.py",
      "config path 'name' is required but unset; set it in config() or on the command line (name=...)"),
     ("unserializable.py",

@@ -21,7 +21,7 @@ from ppo.workers.specs import MegatronPolicy
 )
 def test_impossible_layouts_are_refused_in_one_line(config, world, layers_, message):
     with pytest.raises(ParallelLayoutError) as err:
-        config.validate(world, num_layers=layers_)
+        config.check(world, num_layers=layers_)
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
@@ -34,10 +34,10 @@ def test_impossible_layouts_are_refused_in_one_line(config, world, layers_, mess
 def test_the_layer_implementation_is_checked_against_the_layout(impl, sequence_parallel, message):
     spec = MegatronPolicy(parallel=ParallelConfig(tensor=2, sequence_parallel=sequence_parallel), transformer_impl=impl)
     if message is None:
-        spec.validate_model()
+        spec.check_model()
         return
     with pytest.raises(layers.LayerImplementationError) as err:
-        spec.validate_model()
+        spec.check_model()
     assert str(err.value) == message
 
 
@@ -66,12 +66,12 @@ def test_a_missing_transformer_engine_fails_in_one_line_where_the_model_is_built
 ])
 def test_recompute_settings_megatron_would_refuse_are_refused_in_one_line(recompute, message):
     with pytest.raises(RecomputeError) as err:
-        MegatronPolicy(recompute=recompute).validate_model()
+        MegatronPolicy(recompute=recompute).check_model()
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_recompute_layers_cannot_exceed_a_pipeline_stage():
     with pytest.raises(RecomputeError, match=r"recompute.num_layers=5 is more than the 4 layers of a pipeline stage"):
-        Recompute("full", "block", 5).validate(layers_per_stage=4)
+        Recompute("full", "block", 5).check(layers_per_stage=4)
     for ok in (Recompute(), Recompute("selective"), Recompute("full", "uniform", 1), Recompute("full", "block", 4)):
-        ok.validate(layers_per_stage=4)
+        ok.check(layers_per_stage=4)

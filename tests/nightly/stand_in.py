@@ -70,7 +70,7 @@ class StandIn:
     seed: int = 0
     advantage: str = "gae"
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.policy.optimizer.lr <= 0:
             raise ConfigError(f"policy.optimizer.lr must be > 0, got {self.policy.optimizer.lr}")
         if self.trainer.max_steps < 1:

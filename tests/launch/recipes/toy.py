@@ -62,7 +62,7 @@ class ToyExperiment:
     gpus: int = 0
     expect_nodes: int = 1
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.steps < 1:
             raise ConfigError(f"steps must be >= 1, got {self.steps} (set steps=...)")
         if self.optimizer.lr <= 0:

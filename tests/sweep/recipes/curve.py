@@ -51,7 +51,7 @@ class CurveExperiment:
     fail_attempts: int = 1
     child: bool = False
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.steps < 1:
             raise ConfigError(f"steps must be >= 1, got {self.steps}")
         if self.optim.lr <= 0:

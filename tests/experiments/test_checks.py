@@ -259,7 +259,7 @@ def tiny_with(estimator, **trainer) -> ExperimentError | None:
     for name, value in trainer.items():
         setattr(cfg.trainer, name, value)
     try:
-        fdl.build(cfg).validate()
+        fdl.build(cfg).check()
     except ExperimentError as err:
         return err
     return None
@@ -317,9 +317,9 @@ def test_whitening_token_rewards_is_refused_for_estimators_that_ignore_them():
     cfg.reward_shaping = fdl.Config(RewardShaping, whiten_token_rewards=True)
     with pytest.raises(ExperimentError, match="reward_shaping.whiten_token_rewards whitens the per-token rewards, "
                                               "which GRPO ignores"):
-        fdl.build(cfg).validate()
+        fdl.build(cfg).check()
     cfg.advantage = tiny_cpu.config().advantage
-    fdl.build(cfg).validate()
+    fdl.build(cfg).check()
 
 
 def test_char_credit_needs_one_token_per_character():

@@ -1,4 +1,4 @@
-"""Held-out evaluation's arithmetic (``ppo.rollout.evaluate``): avg@K is the mean over all K·N answers, pass@k the
+"""Held-out validation's arithmetic (``ppo.rollout.validation``): avg@K is the mean over all K·N answers, pass@k the
 unbiased estimate per problem, and every answer becomes a row.  The engine's side is exercised in real runs
 (``tests/trainer/test_feature_matrix.py``); here ``generate`` answers from a script, so the expected numbers are
 exact."""
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from ppo.data.records import Record
-from ppo.rollout.evaluate import evaluate, pass_ks
 from ppo.rollout.settings import Sample, SamplingConfig
+from ppo.rollout.validation import pass_ks, validate
 
 
 class ExactMatch:
@@ -37,7 +37,7 @@ def test_pass_ks_are_powers_of_two_up_to_k():
 def test_avg_at_k_and_pass_at_k_over_the_problems():
     records = [Record(prompt="1+1", ground_truth="2", id="a"), Record(prompt="2+2", ground_truth="4", id="b")]
     generate = scripted(greedy=["2", "5"], sampled=[["2", "3", "2", "2"], ["1", "1", "1", "4"]])
-    metrics, rows = evaluate(generate, ExactMatch(), records, [[1], [2]], SamplingConfig(), samples=4)
+    metrics, rows = validate(generate, ExactMatch(), records, [[1], [2]], SamplingConfig(), samples=4)
     assert metrics["validation/accuracy"] == 0.5
     assert metrics["validation/avg@4"] == 4 / 8
     # pass@k = 1 - C(n-c, k)/C(n, k): problem a has c=3 of 4, problem b c=1 of 4
@@ -53,6 +53,6 @@ def test_avg_at_k_and_pass_at_k_over_the_problems():
 
 def test_greedy_only_without_samples():
     records = [Record(prompt="1+1", ground_truth="2", id="a")]
-    metrics, rows = evaluate(scripted(["2"], []), ExactMatch(), records, [[1]], SamplingConfig())
+    metrics, rows = validate(scripted(["2"], []), ExactMatch(), records, [[1]], SamplingConfig())
     assert set(metrics) == {"validation/accuracy", "validation/avg_length"}
     assert len(rows) == 1

@@ -1,4 +1,4 @@
-"""Held-out evaluation on the engines: greedy accuracy, and with ``samples`` = K sampled answers per problem avg@K and
+"""Held-out validation on the engines: greedy accuracy, and with ``samples`` = K sampled answers per problem avg@K and
 unbiased pass@k (``ppo.envs.pass_at_k``), plus one row per answer for ``<run_dir>/samples``.
 
 One function serves validation inside the loop (``trainer.val_samples``) and ``launch.py eval`` on a checkpoint:
@@ -24,7 +24,7 @@ def pass_ks(samples: int) -> list[int]:
     return [*ks, samples]
 
 
-def evaluate(generate: Callable, env, records, prompts: list[list[int]], sampling: SamplingConfig, *,
+def validate(generate: Callable, env, records, prompts: list[list[int]], sampling: SamplingConfig, *,
              samples: int = 0, seed: int = 0, prefix: str = "validation/") -> tuple[dict[str, float], list[dict]]:
     """``(metrics, rows)`` for the held-out ``records`` (``prompts`` their token ids).
 
