@@ -16,8 +16,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 from tests.launch.conftest import REPO
 
 LAYERS = ("ppo.launch", "ppo.sweep")
@@ -123,13 +121,6 @@ the HF cache); pure math, the metrics files, answer grading; configs, data, the 
 that own a model; collection (the engines and the generation actor, which ship batches with the actors' traffic
 counting); the loop; the experiment a config builds; the launcher; the nightly suite; sweeps."""
 
-KNOWN_UPWARD = {("ppo.workers", "ppo.rollout"):
-                "issue 36: ppo/rollout/batch.py, the batch layout the workers read, moves below both packages"}
-"""Package imports that break the layers today and are being removed, each with the reason: the checks below skip
-them, and :func:`test_no_known_upward_import_remains` fails (strict xfail) once they are gone, so that its
-entry goes too."""
-
-
 def package_of(module: str) -> str:
     """``ppo.loop.trainer`` -> ``ppo.loop``; a top-level module (``ppo.experiment``) is a package of its own."""
     return ".".join(module.split(".")[:2])
@@ -151,8 +142,6 @@ def upward_imports(root: Path, layers=PACKAGE_LAYERS) -> dict[str, list[str]]:
     layer = {package: level for level, packages in enumerate(layers) for package in packages}
     wrong = {}
     for (source, target), via in package_graph(root).items():
-        if (source, target) in KNOWN_UPWARD:
-            continue
         if source not in layer or target not in layer:
             wrong[f"{source} -> {target}"] = [f"{source if source not in layer else target} is in no layer"]
         elif layer[target] >= layer[source]:
@@ -173,22 +162,12 @@ def test_no_package_imports_from_its_own_layer_or_above():
 
 
 def test_the_packages_import_each_other_without_a_cycle():
-    edges = {edge for edge in package_graph(REPO) if edge not in KNOWN_UPWARD}
+    edges = set(package_graph(REPO))
     graph: dict[str, set[str]] = {}
     for source, target in edges:
         graph.setdefault(source, set()).add(target)
     cycle = find_cycle(graph)
     assert cycle is None, "package import cycle: " + " -> ".join(cycle)
-
-
-@pytest.mark.xfail(strict=True, reason="issue 36: the batch layout (ppo/rollout/batch.py) still lives in ppo.rollout, "
-                                       "which the workers import; it moves below both")
-def test_no_known_upward_import_remains():
-    """Expected to fail while :data:`KNOWN_UPWARD` names an import that is still there; strict, so once the last one
-    is gone the unexpected pass fails the run until the entry (and this mark) are removed, and the layer checks cover
-    that pair again."""
-    edges = package_graph(REPO)
-    assert {pair: edges[pair] for pair in KNOWN_UPWARD if pair in edges} == {}
 
 
 def test_the_layer_checks_find_an_upward_import_and_a_package_cycle(tmp_path):
