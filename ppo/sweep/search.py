@@ -56,7 +56,7 @@ class Search:
     seed: int = 0
     storage: str | None = None
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if not isinstance(self.space, Mapping) or not self.space:
             raise ConfigError("Search needs a dict {path: Uniform(...)|LogUniform(...)|IntUniform(...)|Choice([...])}")
         for path, dist in self.space.items():

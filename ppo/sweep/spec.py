@@ -47,7 +47,7 @@ class Budget:
     max_trials: int | None = None
     max_gpu_hours: float | None = None
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.max_trials is not None and (isinstance(self.max_trials, bool) or not isinstance(self.max_trials, int)
                                             or self.max_trials < 1):
             raise ConfigError(f"Budget.max_trials must be a positive int, got {self.max_trials!r}")
@@ -80,47 +80,47 @@ class Sweep:
     def maximize(self) -> bool:
         return self.mode == "max"
 
-    def validate(self) -> None:
-        def check(ok: bool, message: str) -> None:
+    def check(self) -> None:
+        def must(ok: bool, message: str) -> None:
             if not ok:
                 raise ConfigError(f"Sweep: {message}")
 
-        check(isinstance(self.base, str) and self.base.endswith(".py"),
-              f"base must be the path of an experiment file (.py), got {self.base!r}")
-        check(isinstance(self.metric, str) and bool(self.metric), f"metric must be a metric name, got {self.metric!r}")
-        check(isinstance(self.step, int) and not isinstance(self.step, bool) and self.step >= 0,
-              f"step must be an int >= 0 (the step the metric is read at), got {self.step!r}")
-        check(self.mode in ("max", "min"), f"mode must be 'max' or 'min', got {self.mode!r}")
-        check(isinstance(self.axes, (list, tuple)),
-              f"axes must be a list of Grid/Tied/Points/Random, got {self.axes!r}")
-        check(all(isinstance(a, AXIS_TYPES) for a in self.axes), "axes must be Grid, Tied, Points or Random")
-        check(isinstance(self.seeds, (list, tuple)) and len(self.seeds) > 0
-              and all(isinstance(s, int) and not isinstance(s, bool) for s in self.seeds),
-              f"seeds must be a non-empty list of ints, got {self.seeds!r}")
-        check(len(set(self.seeds)) == len(self.seeds), f"seeds repeat: {list(self.seeds)}")
-        check(isinstance(self.seed_path, str) and bool(self.seed_path), "seed_path must be a config path")
-        check(isinstance(self.overrides, (list, tuple))
-              and all(isinstance(o, str) and "=" in o for o in self.overrides),
-              "overrides must be a list of 'path=value' strings")
-        check(isinstance(self.fiddlers, (list, tuple)) and all(isinstance(f, str) for f in self.fiddlers),
-              "fiddlers must be a list of fiddler names")
-        check(self.max_parallel is None or (isinstance(self.max_parallel, int) and self.max_parallel >= 1),
-              f"max_parallel must be an int >= 1, got {self.max_parallel!r}")
-        check(isinstance(self.poll_s, (int, float)) and self.poll_s > 0, f"poll_s must be > 0, got {self.poll_s!r}")
-        check(self.name is None or (isinstance(self.name, str) and bool(self.name.strip())), "name must be a string")
-        check(self.wandb_group_path is None or isinstance(self.wandb_group_path, str),
-              "wandb_group_path must be a config path or None")
+        must(isinstance(self.base, str) and self.base.endswith(".py"),
+             f"base must be the path of an experiment file (.py), got {self.base!r}")
+        must(isinstance(self.metric, str) and bool(self.metric), f"metric must be a metric name, got {self.metric!r}")
+        must(isinstance(self.step, int) and not isinstance(self.step, bool) and self.step >= 0,
+             f"step must be an int >= 0 (the step the metric is read at), got {self.step!r}")
+        must(self.mode in ("max", "min"), f"mode must be 'max' or 'min', got {self.mode!r}")
+        must(isinstance(self.axes, (list, tuple)),
+             f"axes must be a list of Grid/Tied/Points/Random, got {self.axes!r}")
+        must(all(isinstance(a, AXIS_TYPES) for a in self.axes), "axes must be Grid, Tied, Points or Random")
+        must(isinstance(self.seeds, (list, tuple)) and len(self.seeds) > 0
+             and all(isinstance(s, int) and not isinstance(s, bool) for s in self.seeds),
+             f"seeds must be a non-empty list of ints, got {self.seeds!r}")
+        must(len(set(self.seeds)) == len(self.seeds), f"seeds repeat: {list(self.seeds)}")
+        must(isinstance(self.seed_path, str) and bool(self.seed_path), "seed_path must be a config path")
+        must(isinstance(self.overrides, (list, tuple))
+             and all(isinstance(o, str) and "=" in o for o in self.overrides),
+             "overrides must be a list of 'path=value' strings")
+        must(isinstance(self.fiddlers, (list, tuple)) and all(isinstance(f, str) for f in self.fiddlers),
+             "fiddlers must be a list of fiddler names")
+        must(self.max_parallel is None or (isinstance(self.max_parallel, int) and self.max_parallel >= 1),
+             f"max_parallel must be an int >= 1, got {self.max_parallel!r}")
+        must(isinstance(self.poll_s, (int, float)) and self.poll_s > 0, f"poll_s must be > 0, got {self.poll_s!r}")
+        must(self.name is None or (isinstance(self.name, str) and bool(self.name.strip())), "name must be a string")
+        must(self.wandb_group_path is None or isinstance(self.wandb_group_path, str),
+             "wandb_group_path must be a config path or None")
         if self.stopping is not None:
-            check(isinstance(self.stopping, EarlyStopping), "stopping must be EarlyStopping(...)")
-            self.stopping.validate()
+            must(isinstance(self.stopping, EarlyStopping), "stopping must be EarlyStopping(...)")
+            self.stopping.check()
         if self.budget is not None:
-            check(isinstance(self.budget, Budget), "budget must be Budget(...)")
-            self.budget.validate()
+            must(isinstance(self.budget, Budget), "budget must be Budget(...)")
+            self.budget.check()
         if self.search is not None:
-            check(isinstance(self.search, Search), "search must be Search(...)")
-            check(not self.axes, "a Search chooses every swept path; give the sweep no axes (put fixed values in "
-                                 "overrides)")
-            self.search.validate()
+            must(isinstance(self.search, Search), "search must be Search(...)")
+            must(not self.axes, "a Search chooses every swept path; give the sweep no axes (put fixed values in "
+                                "overrides)")
+            self.search.check()
 
 
 @dataclass
@@ -184,7 +184,7 @@ def load_sweep(path: str | Path) -> LoadedSweep:
     spec = getattr(module, "SWEEP", None)
     if not isinstance(spec, Sweep):
         raise ConfigError(f"{path}: SWEEP must be ppo.sweep.Sweep(...), got {type(spec).__name__}")
-    spec.validate()
+    spec.check()
     loaded = LoadedSweep(path, spec)
     loaded.base_path  # noqa: B018 - fails early when the base is missing
     if is_sweep_file(loaded.base_path):

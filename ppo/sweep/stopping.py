@@ -46,7 +46,7 @@ class Divergence:
     non_finite: Sequence[str] | None = None
     bounds: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.non_finite is not None and (isinstance(self.non_finite, str)
                                             or not all(isinstance(m, str) for m in self.non_finite)):
             raise ConfigError("Divergence.non_finite must be a list of metric names, or None for every metric")
@@ -90,7 +90,7 @@ class SuccessiveHalving:
     min_trials: int = 2
     metric: str | None = None
 
-    def validate(self) -> None:
+    def check(self) -> None:
         _check_rungs("SuccessiveHalving", self.rungs, self.min_trials)
         if not isinstance(self.eta, (int, float)) or isinstance(self.eta, bool) or self.eta <= 1:
             raise ConfigError(f"SuccessiveHalving.eta must be > 1, got {self.eta!r}")
@@ -113,7 +113,7 @@ class MedianStopping:
     min_trials: int = 3
     metric: str | None = None
 
-    def validate(self) -> None:
+    def check(self) -> None:
         _check_rungs("MedianStopping", self.rungs, self.min_trials)
 
     def statistic(self, series: Mapping[str, float], rung: int) -> float | None:
@@ -139,7 +139,7 @@ class EarlyStopping:
     divergence: Divergence | None = field(default_factory=Divergence)
     rule: RankRule | None = None
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if isinstance(self.gates, str) or not isinstance(self.gates, Sequence):
             raise ConfigError("EarlyStopping.gates must be a list of check expressions")
         for i, gate in enumerate(self.gates):
@@ -150,12 +150,12 @@ class EarlyStopping:
         if self.divergence is not None:
             if not isinstance(self.divergence, Divergence):
                 raise ConfigError(f"EarlyStopping.divergence must be a Divergence(...), got {self.divergence!r}")
-            self.divergence.validate()
+            self.divergence.check()
         if self.rule is not None:
             if not isinstance(self.rule, (SuccessiveHalving, MedianStopping)):
                 raise ConfigError(f"EarlyStopping.rule must be SuccessiveHalving(...) or MedianStopping(...), got "
                                   f"{self.rule!r}")
-            self.rule.validate()
+            self.rule.check()
 
 
 def value_at(series: Mapping[str, float], step: int) -> float | None:

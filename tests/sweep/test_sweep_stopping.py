@@ -135,4 +135,4 @@ def test_rule_metric_can_differ_from_the_sweeps(tmp_path):
 ])
 def test_bad_policies_are_refused(policy, message):
     with pytest.raises(ConfigError, match=message):
-        policy.validate()
+        policy.check()
