@@ -38,8 +38,14 @@ def facade_methods(facade: type) -> dict[str, object]:
 
 def parameters(fn) -> list[tuple]:
     """``fn``'s parameters after ``self``, as (name, kind, default, annotation); the façade's routing ones left out."""
-    return [(p.name, p.kind, p.default, p.annotation) for p in list(inspect.signature(fn).parameters.values())[1:]
-            if p.name not in ROUTING]
+    return [(p.name, p.kind, p.default, type_name(p.annotation))
+            for p in list(inspect.signature(fn).parameters.values())[1:] if p.name not in ROUTING]
+
+
+def type_name(annotation) -> str:
+    """An annotation by its qualified name, so that a module reloaded by an earlier test in the same session (a second
+    class object of the same name) still compares equal."""
+    return annotation if isinstance(annotation, str) else getattr(annotation, "__qualname__", repr(annotation))
 
 
 def mismatches(facade: type, actor: type) -> list[str]:
