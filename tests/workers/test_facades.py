@@ -17,6 +17,10 @@ FACADES = [(PolicyGroup, PolicyWorker), (ValueGroup, ValueWorker), (EnginePool, 
 ROUTING = {"on_rank", "engines"}
 """A façade's own keywords: which ranks or engines a call goes to (no actor parameter)."""
 
+RAY_ADDED = {"_ray_trace_ctx"}
+"""What Ray adds to a class's methods once it is made an actor in this process (``ray.remote`` sets a new
+``__signature__`` on the class's own functions, so every later ``inspect.signature`` shows it)."""
+
 FACADE_ONLY = {
     (EnginePool, "generate"): "shards the prompts over the engines (each gets generate_async with its first_index)",
     (EnginePool, "kill"): "ends the actors",
@@ -38,14 +42,8 @@ def facade_methods(facade: type) -> dict[str, object]:
 
 def parameters(fn) -> list[tuple]:
     """``fn``'s parameters after ``self``, as (name, kind, default, annotation); the façade's routing ones left out."""
-    return [(p.name, p.kind, p.default, type_name(p.annotation))
-            for p in list(inspect.signature(fn).parameters.values())[1:] if p.name not in ROUTING]
-
-
-def type_name(annotation) -> str:
-    """An annotation by its qualified name, so that a module reloaded by an earlier test in the same session (a second
-    class object of the same name) still compares equal."""
-    return annotation if isinstance(annotation, str) else getattr(annotation, "__qualname__", repr(annotation))
+    return [(p.name, p.kind, p.default, p.annotation)
+            for p in list(inspect.signature(fn).parameters.values())[1:] if p.name not in ROUTING | RAY_ADDED]
 
 
 def mismatches(facade: type, actor: type) -> list[str]:
@@ -68,6 +66,19 @@ def mismatches(facade: type, actor: type) -> list[str]:
 @pytest.mark.parametrize(("facade", "actor"), FACADES, ids=[f.__name__ for f, _ in FACADES])
 def test_every_facade_method_has_the_actor_method_of_its_name_and_signature(facade, actor):
     assert mismatches(facade, actor) == []
+
+
+def test_the_check_holds_after_ray_made_the_classes_actors():
+    """In the full suite earlier tests make these classes Ray actors in the pytest process; Ray then shows an extra
+    ``_ray_trace_ctx`` keyword on every method (it failed 4 façade cases in CI once). Made actors here, so the order
+    of the tests does not matter."""
+    import ray
+
+    for facade, actor in FACADES:
+        ray.remote(actor)
+        some_method = actor.save if hasattr(actor, "save") else actor.generate
+        assert "_ray_trace_ctx" in inspect.signature(some_method).parameters
+        assert mismatches(facade, actor) == []
 
 
 def test_the_check_sees_a_renamed_or_resigned_actor_method(monkeypatch):
