@@ -12,7 +12,7 @@ run       For each suite entry (ppo/nightly/suite.py documents the file), runs
           (a SLURM job: `<launcher> status RUN_DIR --wait` after the submission; ppo/nightly/runner.py),
           evaluates the checks (ppo/metrics/expressions.py) on the run's metrics.jsonl, and writes
           HISTORY/nights/<night>/<recipe>.json (format: ppo/nightly/history.py). A launch that fails, times out, or
-          stops before the checks' step is INFRA-FAIL, never FAIL. The suite is validated before anything starts.
+          stops before the checks' step is INFRA-FAIL, never FAIL. The suite is checked before anything starts.
 baseline  Runs one recipe with seed=0..N-1 and stores the per-step mean/std/min/max of the key metrics as
           HISTORY/baselines/<recipe>.json. RECIPE is an entry name of --suite, or an experiment file.
 record    Makes a record from a run directory that already exists (a night run by hand, a recorded night).

@@ -1,6 +1,6 @@
 """An experiment: the components of a PPO run, assembled by an experiment file's Fiddle graph.
 
-``experiments/<recipe>.py`` returns ``fdl.Config(Experiment, ...)``; the launcher validates the built object, plans
+``experiments/<recipe>.py`` returns ``fdl.Config(Experiment, ...)``; the launcher checks the built object, plans
 its resources, and calls ``run(run_dir)`` in the driver process (locally or on SLURM node 0).  This module is
 plain Python: Fiddle stays in ``ppo/config`` and ``ppo/launch``.  It imports no torch: the components are plain
 dataclasses, and the trainer is imported by :meth:`Experiment.run`, so a dry run costs no more than the config.

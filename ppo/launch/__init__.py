@@ -1,7 +1,7 @@
 """The launch layer: executors, run directories, local / debug / SLURM runs, and ``launch.py``'s commands.
 
 - :mod:`~ppo.launch.executors`: ``LocalExecutor``, ``DebugExecutor``, ``SlurmExecutor`` (plain dataclasses).
-- :mod:`~ppo.launch.prepare`: experiment file + fiddlers + overrides -> validated experiment, plan, executor.
+- :mod:`~ppo.launch.prepare`: experiment file + fiddlers + overrides -> checked experiment, plan, executor.
 - :mod:`~ppo.launch.rundir`: ``runs/<name>-<timestamp>`` with the config, overrides, git state, versions
   (``write_run_dir``, for runs and sweep trials alike).
 - :mod:`~ppo.launch.job`: ``python -m ppo.launch.job RUN_DIR`` builds the stored config and calls ``run``.

@@ -1,4 +1,4 @@
-"""From an experiment file and a command line to a validated experiment, before anything is created or submitted.
+"""From an experiment file and a command line to a checked experiment, before anything is created or submitted.
 
 The order, each step a one-line :class:`ConfigError` on failure:
 
@@ -78,7 +78,7 @@ class Prepared:
 
 def prepare(request: Request) -> Prepared:
     file = load_experiment(request.file)
-    file.nightly  # noqa: B018 - validates the NIGHTLY block
+    file.nightly  # noqa: B018 - checks the NIGHTLY block
     cfg = file.config()
     edits = EditLog(cfg)
     if request.executor:

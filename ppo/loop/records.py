@@ -57,7 +57,7 @@ class StepRecords:
         write_samples(self.run_dir, step, self.sample_rows)
         validation = [row for row in self.sample_rows if row["split"] == "validation"]
         if validation:
-            # validated steps only, the first rows: wandb's background process spends seconds on a table of
+            # validation steps only, the first rows: wandb's background process spends seconds on a table of
             # hundreds of rows, ~10 % of the default's steps on 2 cores (bench/step_profile.py); the file has them all
             self.wandb.log_samples(step, validation[:WANDB_SAMPLE_ROWS])
         self.sample_rows = []

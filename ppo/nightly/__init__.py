@@ -1,7 +1,7 @@
 """Nightly runs and the regression dashboard (the CLIs are ``analysis/nightly.py`` and ``analysis/dashboard.py``).
 
 - :mod:`~ppo.nightly.history`: the history directory's format — night records, baselines; read and write.
-- :mod:`~ppo.nightly.suite`: suite files and experiments' ``NIGHTLY`` checks, validated before any launch.
+- :mod:`~ppo.nightly.suite`: suite files and experiments' ``NIGHTLY`` checks, checked before any launch.
 - :mod:`~ppo.nightly.run_facts`: what a run directory says about itself (metrics, config, commit, versions).
 - :mod:`~ppo.nightly.runner`: launch an entry, judge it PASS / FAIL / INFRA-FAIL, write its record.
 - :mod:`~ppo.nightly.baseline`: the per-step band of a recipe over seeds.

@@ -28,7 +28,7 @@ An experiment declares its checks as ``NIGHTLY = {"step": N, "checks": ["<expres
 ``N``). It is read by importing the experiment file as a module (experiment files import only fiddle and the
 library), and only when the entry does not give both ``step`` and ``checks``.
 
-Everything is validated when the suite is loaded, before anything is launched: unknown keys, duplicate names,
+Everything is checked when the suite is loaded, before anything is launched: unknown keys, duplicate names,
 missing files, a missing or malformed ``NIGHTLY``, checks that do not parse. Errors are :class:`SuiteError` with
 one line naming the entry.
 """
@@ -73,7 +73,7 @@ class SuiteEntry:
 
 
 def load_suite(path: str | Path) -> list[SuiteEntry]:
-    """The validated entries of a ``.py`` or ``.json`` suite file."""
+    """The checked entries of a ``.py`` or ``.json`` suite file."""
     path = Path(path)
     if not path.is_file():
         raise SuiteError(f"no such suite file: {path}")
@@ -151,7 +151,7 @@ def parse_entry(item: Any, *, where: str = "entry") -> SuiteEntry:
 
 
 def read_nightly(experiment: str | Path) -> Nightly:
-    """The ``NIGHTLY`` an experiment file declares, validated."""
+    """The ``NIGHTLY`` an experiment file declares, checked."""
     path = Path(experiment)
     module = _import_file(path, "experiment")
     if not hasattr(module, "NIGHTLY"):

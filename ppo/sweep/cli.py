@@ -1,4 +1,4 @@
-"""``launch.py SWEEP_FILE``: validate a sweep, show it, run it (locally or as a SLURM job array), resume it.
+"""``launch.py SWEEP_FILE``: check a sweep, show it, run it (locally or as a SLURM job array), resume it.
 
     python launch.py sweeps/X.py [path=value ...] [--executor local|slurm] [--max-parallel N] [--run-dir D]
                      [--dry-run] [--detach] [--poll-s S] [--yes] [--allow-dirty]

@@ -1,4 +1,4 @@
-"""From a sweep file to validated trials, before anything is created or submitted.
+"""From a sweep file to checked trials, before anything is created or submitted.
 
 1. the sweep file loads and its ``SWEEP`` is well formed (:mod:`ppo.sweep.spec`), the axes expand, ids are unique,
    the trial count fits the budget (:mod:`ppo.sweep.trials`);
