@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ppo.cluster.deadline import Pending
 from ppo.cluster.placement import Placement, check_cluster_shape, cluster_shape, reserve
 from ppo.loop.gpu_turns import GpuTurns
 from ppo.loop.warm_start import REFERENCE, warm_start, warm_started_weights
@@ -94,22 +95,8 @@ def _start_workers(exp, model_path: Path, run_dir: Path, *, resumes: bool,
     start_timeout = settings.start_timeout_s
     shipper = None  # made once the groups say how many pieces a batch goes in; the engines' is set then
     engines = None if share_gpus else start_engines()
-    needs_reference = settings.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0
-    policy = PolicyGroup(exp.policy, str(model_path), with_reference=needs_reference, placement=placement,
-                         seed=exp.seed, log_dir=logs, start_timeout_s=start_timeout)
-    started.append(policy)
-    warm_started = not resumes and bool(settings.warm_start_steps)
-    warm_start_report = {}
-    if warm_started:
-        (Path(run_dir) / REFERENCE).unlink(missing_ok=True)  # an earlier attempt's, not this warm start's
-        warm_start_report = warm_start(policy, warm_start_batches(), settings.warm_start_lr)
-    if needs_reference and settings.warm_start_steps:
-        # the KL reference is the warm-started policy, where RL starts (not the untrained model the run generated)
-        policy.load_reference(str(warm_started_weights(policy, run_dir)))
-    critic = (start_critic(exp, model_path, run_dir, placement, logs, warm_started=warm_started, policy=policy)
-              if exp.advantage.needs_critic else None)
-    if critic is not None:
-        started.append(critic)
+    policy, critic, warm_start_report = start_groups(exp, model_path, run_dir, placement, logs, resumes=resumes,
+                                                     warm_start_batches=warm_start_batches, started=started)
     groups = [g for g in (policy, critic) if g is not None]
     # a batch's fields go in pieces that every group's data-parallel ranks can share out
     shipper = Shipper(pieces=math.lcm(*(g.data_parallel for g in groups)))
@@ -136,19 +123,53 @@ def _start_workers(exp, model_path: Path, run_dir: Path, *, resumes: bool,
     return workers
 
 
-def start_critic(exp, model_path: Path, run_dir: Path, placement: Placement, log_dir: str, *, warm_started: bool,
-                 policy: PolicyGroup) -> ValueGroup:
-    """The critic's ranks, from (by priority) a checkpoint step, a model of its own, or the policy: its HF
-    folder, or after a warm start the warm-started policy's weights file
+def start_groups(exp, model_path: Path, run_dir: Path, placement: Placement, logs: str, *, resumes: bool,
+                 warm_start_batches: Callable[[], list[dict]], started: list) -> tuple:
+    """The policy (warm-started when the run starts fresh, with its KL reference) and the critic, if the estimator
+    has one: ``(policy, critic or None, the warm start's report)``.  The warm start's batches are drawn while the
+    policy's ranks start, and the critic's ranks start while the warm start runs."""
+    settings = exp.trainer
+    needs_reference = settings.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0
+    policy = PolicyGroup(exp.policy, str(model_path), with_reference=needs_reference, placement=placement,
+                         seed=exp.seed, log_dir=logs, start_timeout_s=settings.start_timeout_s, wait=False)
+    started.append(policy)
+    warm_started = not resumes and bool(settings.warm_start_steps)
+    batches = warm_start_batches() if warm_started else []  # the driver's part, while the policy's ranks start
+    policy.wait_ready()
+    # The critic's ranks start their processes (Python, torch, Megatron, their torch.distributed world) while the
+    # warm start runs; the model is built once the warm-started weights it starts from are written.
+    critic = None
+    if exp.advantage.needs_critic:
+        critic = ValueGroup(exp.critic, None, placement=placement, seed=exp.seed, log_dir=logs,
+                            start_timeout_s=settings.start_timeout_s, wait=False)
+        started.append(critic)
+    warm_start_report = {}
+    if warm_started:
+        (Path(run_dir) / REFERENCE).unlink(missing_ok=True)  # an earlier attempt's, not this warm start's
+        warm_start_report = warm_start(policy, batches, settings.warm_start_lr)
+    critic_built = None
+    if critic is not None:  # built while the policy loads its reference
+        critic_built = build_critic(exp, critic, model_path, run_dir, warm_started=warm_started, policy=policy)
+    if needs_reference and settings.warm_start_steps:
+        # the KL reference is the warm-started policy, where RL starts (not the untrained model the run generated)
+        policy.load_reference(str(warm_started_weights(policy, run_dir)))
+    if critic_built is not None:
+        critic_built.wait()
+    return policy, critic, warm_start_report
+
+
+def build_critic(exp, critic: ValueGroup, model_path: Path, run_dir: Path, *, warm_started: bool,
+                 policy: PolicyGroup) -> Pending:
+    """Start building the critic's model on its started ranks, from (by priority) a checkpoint step, a model of its
+    own, or the policy: its HF folder, or after a warm start the warm-started policy's weights file
     (:func:`ppo.loop.warm_start.warm_started_weights`).  Each rank reads only its own shard of them."""
     weights, init_checkpoint = None, exp.critic.init_checkpoint()
     if exp.critic.model_path is None and warm_started:
         weights = str(warm_started_weights(policy, run_dir))
     own_model = exp.critic.model_path is not None and not init_checkpoint
     architecture = exp.critic.model_path if own_model else model_path
-    return ValueGroup(exp.critic, str(architecture), weights=weights, init_checkpoint=init_checkpoint,
-                      placement=placement, seed=exp.seed, log_dir=log_dir,
-                      start_timeout_s=exp.trainer.start_timeout_s)
+    critic.wait_ready()
+    return critic.build_async(str(architecture), weights=weights, init_checkpoint=init_checkpoint)
 
 
 def record_placement(run_dir: Path, plan, workers: RunWorkers) -> None:

@@ -35,14 +35,15 @@ class WorkerGroup:
     no limit).  The trainer sets it from ``trainer.worker_timeout_s``."""
 
     def __init__(self, worker_cls, *args, world_size: int = 1, placement=None, role: str = "policy", seed: int = 0,
-                 log_dir: str | None = None, start_timeout_s: float | None = None, **kwargs):
+                 log_dir: str | None = None, start_timeout_s: float | None = None, wait: bool = True, **kwargs):
         """``placement``: a :class:`ppo.cluster.placement.Placement` whose plan has ``world_size`` ranks of ``role``;
         by default every rank is a CPU process on the driver's node.  ``log_dir``: where each rank's output goes
         (:mod:`ppo.workers.logs`).  ``start_timeout_s``: how long the ranks may take to be scheduled and build their
-        model (the trainer's ``trainer.start_timeout_s``; None: no limit)."""
+        model (the trainer's ``trainer.start_timeout_s``; None: no limit).  ``wait``: False returns as soon as the
+        ranks are asked to start, so that the driver does other work while their processes start; call
+        :meth:`wait_ready` before anything else."""
         if placement is None:
             placement = local_placement(role, world_size)
-        remote_cls = ray.remote(max_concurrency=1)(worker_cls)
         self.worker_cls = worker_cls
         self.role = role
         self.timeout_s = start_timeout_s
@@ -51,25 +52,40 @@ class WorkerGroup:
         model_parallel = parallel.tensor * parallel.context if parallel is not None else 1
         self.data_parallel = world_size // model_parallel
         self.data_ranks = [(rank // model_parallel) % self.data_parallel for rank in range(world_size)]
-        for attempt in range(RENDEZVOUS_ATTEMPTS):
+        remote_cls = ray.remote(max_concurrency=1)(worker_cls)
+        log = (lambda rank: {"log_file": worker_log(log_dir, role, rank)}) if log_dir else (lambda rank: {})
+
+        def spawn() -> None:
             # the port is found free on rank 0's node, then bound by rank 0: another process may take it in between
             master_addr, master_port = placement.rendezvous(role, timeout_s=start_timeout_s)
-            self.master_addr = master_addr
+            self.master_addr, self.master_port = master_addr, master_port
             self.actors = [
                 remote_cls.options(**placement.options(role, rank, threads)).remote(
                     *args, rank=rank, world_size=world_size, master_addr=master_addr, master_port=master_port,
-                    seed=seed, **({"log_file": worker_log(log_dir, role, rank)} if log_dir else {}), **kwargs)
+                    seed=seed, **log(rank), **kwargs)
                 for rank in range(world_size)
             ]
+            self._ready = self.call_async(worker_cls.ready)
+
+        self._spawn = spawn
+        spawn()
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait until every rank has started (run its constructor).  A rendezvous port taken between its choice and
+        rank 0's bind starts the ranks again at another, up to :data:`RENDEZVOUS_ATTEMPTS` times in all."""
+        for attempt in range(1, RENDEZVOUS_ATTEMPTS + 1):
             try:
-                self.call(worker_cls.ready)
+                self._ready.first()
                 return
             except ray.exceptions.RayActorError as err:
                 self.kill()
-                if "address already in use" not in str(err).lower() or attempt == RENDEZVOUS_ATTEMPTS - 1:
+                if "address already in use" not in str(err).lower() or attempt == RENDEZVOUS_ATTEMPTS:
                     raise
-                print(f"[ppo] {role} group: port {master_port} on {master_addr} was taken; rendezvous again",
-                      flush=True)
+                print(f"[ppo] {self.role} group: port {self.master_port} on {self.master_addr} was taken; "
+                      "rendezvous again", flush=True)
+                self._spawn()
 
     shipper: Shipper | None = None
     """Where batches go into the object store once (:mod:`ppo.workers.traffic`; the trainer sets one for all its
@@ -149,10 +165,10 @@ class PolicyGroup(MegatronGroup):
     """The policy (``ppo.workers.policy.PolicyWorker``) as the trainer sees it."""
 
     def __init__(self, spec, model_path: str, *, with_reference: bool, placement=None, seed: int = 0,
-                 log_dir: str | None = None, start_timeout_s: float | None = None):
+                 log_dir: str | None = None, start_timeout_s: float | None = None, wait: bool = True):
         super().__init__(PolicyWorker, spec, model_path, with_reference=with_reference, world_size=spec.world_size,
                          placement=placement, role="policy", seed=seed, log_dir=log_dir,
-                         start_timeout_s=start_timeout_s)
+                         start_timeout_s=start_timeout_s, wait=wait)
         self.model_path = model_path
 
     def logprobs(self, batch: Batch, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
@@ -216,11 +232,19 @@ class PolicyGroup(MegatronGroup):
 class ValueGroup(MegatronGroup):
     """The critic (``ppo.workers.value.ValueWorker``) as the trainer sees it."""
 
-    def __init__(self, spec, model_path: str, *, weights: str | None = None, init_checkpoint: str | None = None,
-                 placement=None, seed: int = 0, log_dir: str | None = None, start_timeout_s: float | None = None):
+    def __init__(self, spec, model_path: str | None, *, weights: str | None = None, init_checkpoint: str | None = None,
+                 placement=None, seed: int = 0, log_dir: str | None = None, start_timeout_s: float | None = None,
+                 wait: bool = True):
+        """``model_path`` None: the ranks start without a model, which :meth:`build_async` builds later (the trainer
+        starts the critic's processes while the warm start writes the weights it starts from)."""
         super().__init__(ValueWorker, spec, model_path, weights=weights, init_checkpoint=init_checkpoint,
                          world_size=spec.world_size, placement=placement, role="critic", seed=seed, log_dir=log_dir,
-                         start_timeout_s=start_timeout_s)
+                         start_timeout_s=start_timeout_s, wait=wait)
+
+    def build_async(self, model_path: str, *, weights: str | None = None,
+                    init_checkpoint: str | None = None) -> Pending:
+        """Start building the model on ranks started without one (``ValueWorker.build``); ``.wait()`` to finish."""
+        return self.call_async(ValueWorker.build, model_path, weights=weights, init_checkpoint=init_checkpoint)
 
     def export(self) -> dict:
         """The critic in HF names (``score.weight`` the value head), gathered on rank 0."""

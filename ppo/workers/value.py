@@ -17,20 +17,28 @@ from ppo.workers.specs import MegatronCritic
 
 
 class ValueWorker(MegatronWorker):
-    def __init__(self, spec: MegatronCritic, model_path: str, *, weights: str | None = None,
+    def __init__(self, spec: MegatronCritic, model_path: str | None, *, weights: str | None = None,
                  init_checkpoint: str | None = None, **kwargs):
+        """The rank's process (torch, Megatron, its torch.distributed world), then the model (:meth:`build`) from
+        ``model_path`` unless that is None: the group then builds it later, e.g. once the weights it starts from are
+        written."""
+        super().__init__(spec, **kwargs)
+        if model_path is not None:
+            self.build(model_path, weights=weights, init_checkpoint=init_checkpoint)
+
+    def build(self, model_path: str, *, weights: str | None = None, init_checkpoint: str | None = None) -> None:
         """The architecture from the HF directory ``model_path``; the weights from the HF safetensors ``weights`` (a
         checkpoint folder or one file, e.g. the warm-started policy's; default ``model_path``), of which each rank
         reads only its own shard; then, with ``init_checkpoint`` (an earlier run's ``checkpoints/step_N/critic``),
         that critic's weights with a fresh optimizer."""
-        super().__init__(spec, **kwargs)
         from ppo.models.convert import VALUE_HEAD, load_megatron_state
         backbone = Architecture.from_pretrained(model_path)
-        self.arch = dataclasses.replace(backbone, num_layers=spec.layers_of(backbone.num_layers))
-        model = build_value_model(self.arch, init_std=spec.head_init_std, device=self.device, **spec.model_options())
+        self.arch = dataclasses.replace(backbone, num_layers=self.spec.layers_of(backbone.num_layers))
+        model = build_value_model(self.arch, init_std=self.spec.head_init_std, device=self.device,
+                                  **self.spec.model_options())
         load_megatron_state(model, self.read_shard(weights or model_path, self.arch, value_head=True),
                             optional=(VALUE_HEAD,))
-        self.updater = ModelUpdater(model, spec.optimizer)
+        self.updater = ModelUpdater(model, self.spec.optimizer)
         if init_checkpoint is not None:
             load_checkpoint(self.updater, init_checkpoint)
             self.updater.reset_optimizer_state()

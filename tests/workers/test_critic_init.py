@@ -91,3 +91,22 @@ def test_a_critic_of_fewer_layers_is_the_backbones_first_layers_under_its_head(m
     assert torch.equal(reloaded.values(data), values)
     with pytest.raises(ValueError, match=r"^critic.num_layers=3 must be in \[1, 2\] \(the layers of the backbone"):
         ValueWorker(MegatronCritic(num_layers=3), model_dir, master_port=free_port(), **common)
+
+
+@pytest.mark.slow
+def test_a_critic_built_after_its_process_started_is_the_critic_built_at_once(model_dir):
+    """The trainer starts the critic's ranks during the warm start and builds the model once the weights are written
+    (``ValueWorker(spec, None)``, then ``build``): its randomly initialised value head and its first update are the
+    same to the bit as a critic built in its constructor."""
+    from ppo.workers.specs import MegatronCritic
+    from ppo.workers.value import ValueWorker
+
+    common = dict(rank=0, world_size=1, master_addr="127.0.0.1", seed=0)
+    at_once = ValueWorker(MegatronCritic(), model_dir, master_port=free_port(), **common)
+    later = ValueWorker(MegatronCritic(), None, master_port=free_port(), **common)
+    assert later.updater is None, "no model before build"
+    later.build(model_dir)
+    data = batch()
+    assert torch.equal(later.values(data), at_once.values(data))
+    assert later.train(data, num_minibatches=1, seed=0) == at_once.train(data, num_minibatches=1, seed=0)
+    assert torch.equal(later.values(data), at_once.values(data))
