@@ -203,7 +203,8 @@ class Experiment:
             raise ExperimentError(f"policy.loss: {err}") from None
         if loss.kl_kind not in KL_KINDS:
             raise ExperimentError(f"policy.loss.kl_kind must be one of {', '.join(KL_KINDS)}, got {loss.kl_kind!r}")
-        if self.trainer.old_logprobs == "engine" and loss.is_correction is not None:
+        on_policy = not self.trainer.max_staleness  # off-policy, logp_old is the policy's own pass (the proximal)
+        if self.trainer.old_logprobs == "engine" and loss.is_correction is not None and on_policy:
             raise ExperimentError(f"policy.loss.is_correction={loss.is_correction!r} corrects for the engine's "
                                   "logprobs differing from the policy's, but trainer.old_logprobs='engine' makes them "
                                   "the same: set is_correction=None, or old_logprobs='policy'")
@@ -225,7 +226,10 @@ class Experiment:
                 spec.check_model()
             except ValueError as err:
                 raise ExperimentError(f"{group}.{err}") from None
-        self.placement_plan()
+        placement = self.placement_plan()
+        if self.trainer.max_staleness and placement.colocated and not placement.cpu_only:
+            raise ExperimentError(f"trainer.max_staleness={self.trainer.max_staleness} generates while the policy "
+                                  "trains, which needs engines on GPUs of their own: set colocated=False")
         if self.trainer.critic_beside_generation and self.trainer.overlap_critic and self.advantage.needs_critic:
             raise ExperimentError("trainer.critic_beside_generation and trainer.overlap_critic both move the "
                                   "critic's updates: set one of them")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 CHECKPOINTS = "checkpoints"
@@ -43,10 +44,12 @@ def resume_point(run_dir: Path, resume: str) -> Path | None:
     return latest_checkpoint(run_dir) or Path(resume)
 
 
-def save_checkpoint(run_dir: Path, step: int, policy, critic, loop_state: dict) -> Path:
+def save_checkpoint(run_dir: Path, step: int, policy, critic, loop_state: dict,
+                    extra: Callable[[Path], None] | None = None) -> Path:
     """Write step ``step``'s checkpoint (the groups' models and optimizers, ``loop_state`` as ``trainer_state.json``)
     into ``<dir>.partial`` and rename it when complete (never a torn one).  ``policy``, ``critic``: the
-    :mod:`ppo.workers.group` façades, their weights on their devices; ``critic`` None without one."""
+    :mod:`ppo.workers.group` façades, their weights on their devices; ``critic`` None without one.  ``extra(dir)``
+    writes more of the loop's state into the checkpoint (the batch in flight, ``ppo.loop.off_policy``)."""
     final = checkpoint_dir(run_dir, step)
     partial = final.with_name(final.name + PARTIAL)
     shutil.rmtree(partial, ignore_errors=True)
@@ -55,6 +58,8 @@ def save_checkpoint(run_dir: Path, step: int, policy, critic, loop_state: dict) 
     if critic is not None:
         critic.save(str(partial / "critic"))
     (partial / LOOP_STATE).write_text(json.dumps(loop_state))
+    if extra is not None:
+        extra(partial)
     partial.rename(final)
     return final
 

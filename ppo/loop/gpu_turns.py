@@ -78,3 +78,14 @@ class GpuTurns:
         else:
             raise ValueError(f"unknown refit step {target}.{action}")
         return None
+
+
+class OwnDevices(GpuTurns):
+    """The engines on devices of their own (``trainer.max_staleness`` >= 1: they generate while the groups train):
+    nothing is handed over, and a refit only streams the weights."""
+
+    def hand_to(self, holder: str) -> None:
+        return None
+
+    def refit(self, refitter: Refitter) -> dict[str, float]:
+        return refitter()

@@ -67,6 +67,12 @@ class PPOSettings:
     # the rest).  "engine": the engine's own logprobs of the tokens it sampled, with the same weights (the refit is
     # synchronous); the policy then recomputes every 8th sample only, for train/token_mult_prob_error
     old_logprobs: str = "policy"
+    # how many policy updates old a trained sample may be (docs: README, "The loop").  0: on-policy, generation and
+    # training take turns.  >= 1: the engines collect the next batch with the weights they hold while the critic and
+    # the policy train (engines on devices of their own: colocated=False on GPUs); the loss weighs each token by
+    # policy.loss.is_correction's weight from the engine's (behaviour) logprobs to logp_old, which the policy
+    # recomputes before its update (the proximal policy) whatever old_logprobs says ("tis" when it names none)
+    max_staleness: int = 0
     policy_training_start_step: int = 0
     val_period: int = 10
     val_prompts: int | None = None
@@ -116,6 +122,8 @@ class PPOSettings:
                      "max_gen_batches", "math_workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_staleness < 0:
+            raise ValueError(f"trainer.max_staleness must be >= 0 (0: on-policy), got {self.max_staleness}")
         if self.val_samples < 0:
             raise ValueError(f"trainer.val_samples must be >= 0 (0: greedy only), got {self.val_samples}")
         if not 0 <= self.train_sample_fraction <= 1:

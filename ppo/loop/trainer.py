@@ -16,6 +16,10 @@ One step, in order (docs/ppo.md, section 2, says what each phase does and why th
    11. log                                       (metrics.jsonl, the console line)
    12. checkpoint every checkpoint_period steps   (policy, critic, optimizers, loader, counters — atomically)
 
+With ``trainer.max_staleness`` >= 1 the engines collect step t+1's batch while step t's critic and policy train
+(:mod:`ppo.loop.off_policy`): only the first step waits for its batch, the refit follows the update (and the end
+of the collection), and the loss corrects from the engine's policy to the proximal one.
+
 State lives here (counters, loader, KL coefficient) and in the workers (models, optimizers).  Steps 1-5 are
 :mod:`ppo.rollout.collect`, 6-9 read top to bottom in :meth:`PPOTrainer.train_step` with the critic's schedule
 (:mod:`ppo.loop.schedules`), the math is in ``ppo.algorithms`` and the step's metrics in :mod:`ppo.loop.step_metrics`.
@@ -45,6 +49,15 @@ from ppo.envs.math_env import MathEnvironment
 from ppo.loop import checkpoints
 from ppo.loop.clock import StepClock
 from ppo.loop.forward import CriticView, LogprobSource
+from ppo.loop.gpu_turns import OwnDevices
+from ppo.loop.off_policy import (
+    CollectAhead,
+    check_staleness,
+    load_in_flight,
+    off_policy_metrics,
+    save_in_flight,
+    with_behaviour_correction,
+)
 from ppo.loop.records import StepRecords
 from ppo.loop.schedules import Epochs, critic_schedule
 from ppo.loop.settings import PPOSettings
@@ -67,7 +80,7 @@ class PPOTrainer:
     """Runs an experiment's PPO loop in ``run_dir``; resumes from the latest complete checkpoint there."""
 
     def __init__(self, experiment, run_dir: Path):
-        self.exp = experiment
+        self.exp = experiment = with_behaviour_correction(experiment)  # the decoupled loss when off-policy
         self.cfg: PPOSettings = experiment.trainer  # the experiment's ``trainer`` settings
         self.run_dir = Path(run_dir)
         # counters and the loop's own state (a checkpoint keeps step, loader, kl and bad_steps)
@@ -91,6 +104,9 @@ class PPOTrainer:
         # so that a resumed run collects that batch again)
         self.prefetched: tuple[Batch, dict, dict, int] | None = None
         self.loader_state_before_prefetch: dict | None = None
+        # trainer.max_staleness >= 1: the next step's batch, collected while this step trains (ppo.loop.off_policy);
+        # it lands in `prefetched`, and a checkpoint keeps it (its weights are not the checkpoint's)
+        self.ahead: CollectAhead | None = None
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -127,19 +143,31 @@ class PPOTrainer:
         self.setup_timings.update({k: v for k, v in workers.warm_start.items() if k.startswith("timing/")})
         self.policy, self.critic, self.engines, self.shipper = (workers.policy, workers.critic, workers.engines,
                                                                 workers.shipper)
-        self.collector = Collector(engines=self.engines, env=self.env, loader=self.loader, template=self.template,
-                                   tokenizer=self.tokenizer, settings=cfg, sampling=exp.generation.sampling,
-                                   reward_shaping=exp.reward_shaping, seed=exp.seed, timed_part=self.clock.timed_part)
+        self.collector = self.collector_timed_by(self.clock)
         self.critic_view = CriticView(self.tokenizer, reference_answer=exp.critic.reference_answer)
-        logprobs = LogprobSource(cfg.old_logprobs, exp.generation.sampling.temperature,
+        # off-policy, logp_old is the proximal policy's: the policy's own pass before its update
+        logprobs = LogprobSource("policy" if cfg.max_staleness else cfg.old_logprobs,
+                                 exp.generation.sampling.temperature,
                                  reference=cfg.kl_in_reward_coef > 0 or exp.policy.loss.kl_coef > 0)
         self.schedule = critic_schedule(
-            self.policy, self.critic, self.clock, beside_generation=workers.critic_beside_generation,
+            self.policy, self.critic, self.clock,
+            beside_generation=workers.critic_beside_generation and not cfg.max_staleness,  # all of it is, off-policy
             overlap=cfg.overlap_critic, epochs=Epochs.of(cfg, exp.seed), logprobs=logprobs,
             critic_view=self.critic_view, critic_threads=exp.critic.num_threads_beside_generation)
+        if cfg.max_staleness:  # the engines generate while the groups train: no hand-over, only refits
+            workers.gpus = OwnDevices(self.policy, self.critic, self.engines, holder="train")
+            clock = StepClock()  # the collecting thread's own
+            self.ahead = CollectAhead(self.collector_timed_by(clock).collect, clock, self.engines)
         if resume is not None:
             self.load(resume)
         workers.gpus.refit(workers.refitter)
+
+    def collector_timed_by(self, clock: StepClock) -> Collector:
+        """A collector of this run's batches that times its parts into ``clock``."""
+        exp = self.exp
+        return Collector(engines=self.engines, env=self.env, loader=self.loader, template=self.template,
+                         tokenizer=self.tokenizer, settings=self.cfg, sampling=exp.generation.sampling,
+                         reward_shaping=exp.reward_shaping, seed=exp.seed, timed_part=clock.timed_part)
 
     # ------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:
@@ -148,6 +176,7 @@ class PPOTrainer:
         self.shipper.new_step()
         batch, env_metrics = self.next_batch()  # generated with the weights of the last refit, scored and shaped
         self.records.keep_training_samples(batch)
+        self.collect_ahead()  # trainer.max_staleness >= 1: the next step's batch, generated while this one trains
         mask = batch.response_mask
 
         self.clock.phase = "values" if self.critic is not None else "logprobs"
@@ -173,6 +202,7 @@ class PPOTrainer:
             policy_steps, critic_steps = self.schedule.update(batch, critic_batch, step=self.step,
                                                               train_policy=train_policy)
         self.count_bad_steps(policy_steps + critic_steps)
+        self.wait_for_batch_ahead()  # the engines end their wave before the refit
         refit_metrics = self.refit_after_update(train_policy)
         critic_epochs = self.schedule.start_after_refit(critic_batch, step=self.step)  # beside generation only
         if critic_epochs.running and self.step + 1 < cfg.max_steps:
@@ -192,11 +222,16 @@ class PPOTrainer:
         metrics.update(batch_metrics(batch, advantages, returns,
                                      overlong_filter=self.exp.reward_shaping.overlong_filter))
         metrics["train/kl_coef"] = self.kl.coef
+        if cfg.max_staleness:
+            metrics.update(off_policy_metrics(batch, self.step))
         return metrics
 
     def next_batch(self) -> tuple[Batch, dict]:
-        """This step's batch and its environment metrics: the one collected beside the critic's last update, or a
-        new one."""
+        """This step's batch and its environment metrics: the one collected beside the critic's last update or
+        during the last step (off-policy), or a new one."""
+        if self.prefetched is None and self.ahead is not None:  # the first step, or resumed with none in flight
+            self.ahead.start(self.step, policy_version=self.step)
+            self.wait_for_batch_ahead()
         if self.prefetched is None:
             with self.clock.timed("generation"):
                 self.workers.gpus.hand_to("generate")
@@ -205,6 +240,8 @@ class PPOTrainer:
         self.clock.timings.update(timings)
         self.shipper.bytes += sent  # its prompts count in the step that trains on it, as in order
         self.prefetched = self.loader_state_before_prefetch = None
+        if self.ahead is not None:
+            check_staleness(batch, self.step, self.cfg.max_staleness)
         return batch, env_metrics
 
     def collect(self, step: int) -> tuple[Batch, dict]:
@@ -229,6 +266,21 @@ class PPOTrainer:
             self.shipper.bytes = sent
         finally:
             self.clock.timings = outer
+
+    def collect_ahead(self) -> None:
+        """Off-policy: start collecting the next step's batch with the weights the engines hold, this step's."""
+        if self.ahead is not None and self.step + 1 < self.cfg.max_steps:
+            self.ahead.start(self.step + 1, policy_version=self.step)
+
+    def wait_for_batch_ahead(self) -> None:
+        """The batch collected ahead into :attr:`prefetched` (none started: nothing)."""
+        if self.ahead is None or not self.ahead.running:
+            return
+        with self.clock.timed("waiting_for_generation"):
+            try:
+                self.prefetched = self.ahead.wait()
+            except CollectionStopped as err:
+                raise TrainingStopped(str(err)) from None
 
     def kl_to_reference(self, batch: Batch) -> torch.Tensor | None:
         """The per-token KL to the reference ``[B, T]`` (0 off the mask), when a KL term asked for ``logp_ref``."""
@@ -270,10 +322,15 @@ class PPOTrainer:
     def save(self, metric: float | None = None) -> None:
         """The step's checkpoint (:func:`ppo.loop.checkpoints.save_checkpoint`), then the pruning of old ones."""
         self.workers.gpus.hand_to("train")  # the workers' weights must be on their device to be saved
-        loader = self.loader.state_dict() if self.prefetched is None else self.loader_state_before_prefetch
+        # a batch prefetched beside the critic is collected again on resume (the same weights); one collected ahead
+        # is kept (it was generated with the weights before the checkpoint's)
+        in_flight = self.prefetched if self.ahead is not None else None
+        loader = (self.loader_state_before_prefetch if self.prefetched is not None and in_flight is None
+                  else self.loader.state_dict())
         state = {"step": self.step, "loader": loader, "kl": self.kl.state_dict(),
                  "bad_steps": self.bad_steps, "metric": metric}
-        checkpoints.save_checkpoint(self.run_dir, self.step, self.policy, self.critic, state)
+        checkpoints.save_checkpoint(self.run_dir, self.step, self.policy, self.critic, state,
+                                    extra=None if in_flight is None else lambda into: save_in_flight(into, in_flight))
         checkpoints.prune_checkpoints(self.run_dir, keep_latest=self.cfg.keep_checkpoints,
                                       keep_best=self.cfg.keep_best, best_mode=self.cfg.best_mode)
 
@@ -283,6 +340,8 @@ class PPOTrainer:
         self.kl.load_state_dict(state["kl"])
         self.bad_steps = state["bad_steps"]
         self.step = state["step"]
+        if self.ahead is not None:
+            self.prefetched = load_in_flight(path)
         print(f"[ppo] resumed from {path} (step {self.step})", flush=True)
 
     # ------------------------------------------------------------------ the loop
@@ -352,6 +411,8 @@ class PPOTrainer:
         """Close the logs and the math workers, end this run's actors and placement, and stop Ray if this run
         started it (a driver that joined a runtime, such as a test's, leaves it running).  Safe after a setup that
         failed part way: only what exists is closed (a failed start ends its own workers)."""
+        if self.ahead is not None:
+            self.ahead.close()
         if self.records is not None:
             self.records.close()
         if self.env is not None:

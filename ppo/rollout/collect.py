@@ -57,8 +57,9 @@ class Collector:
             batch.char_credit = credit
         return batch, env_metrics
 
-    def collect(self, step: int) -> tuple[Batch, dict]:
-        """Step ``step``'s batch and its environment metrics.
+    def collect(self, step: int, *, policy_version: int | None = None) -> tuple[Batch, dict]:
+        """Step ``step``'s batch and its environment metrics; ``policy_version``: the step whose weights the engines
+        hold (``step`` on-policy; the step before when the batch is collected ahead, ``ppo.loop.off_policy``).
 
         ``train/reward`` and the env metrics describe every sample generated (before dynamic sampling's filter), so
         they stay comparable with a run without it.  A batch still short after ``max_gen_batches`` trains on what was
@@ -69,7 +70,8 @@ class Collector:
         for attempt in range(cfg.max_gen_batches if cfg.dynamic_sampling else 1):
             batch, env_metrics = self.rollout(self.loader.next_batch(),
                                               seed=derive_seed(self.seed, "sampling", step, attempt),
-                                              group_offset=attempt * cfg.prompts_per_step, policy_version=step)
+                                              group_offset=attempt * cfg.prompts_per_step,
+                                              policy_version=step if policy_version is None else policy_version)
             attempts.append(env_metrics)
             scores.append(batch.scores)
             if cfg.dynamic_sampling:

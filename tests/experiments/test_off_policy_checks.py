@@ -1,0 +1,60 @@
+"""``trainer.max_staleness``: what the dry run's check refuses, and the loss an off-policy run trains with."""
+
+import pytest
+
+from ppo.config.errors import ConfigError
+from ppo.launch.prepare import Request, prepare
+from ppo.loop.off_policy import with_behaviour_correction
+from tests.experiments.conftest import REPO
+
+SPLIT = ["colocated=False", "generation.num_engines=16", "policy.data_parallel=8", "critic.data_parallel=16"]
+"""dsr1_7b with the engines on 32 GPUs of their own and the groups training on the other 32."""
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+
+def prep(recipe: str, *overrides: str):
+    return prepare(Request(f"experiments/{recipe}.py", list(overrides), dry_run=True)).experiment
+
+
+def refusal(recipe: str, *overrides: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        prep(recipe, *overrides)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_a_negative_staleness_is_refused():
+    refused = refusal("tiny_cpu", "trainer.max_staleness=-1")
+    assert "trainer.max_staleness must be >= 0 (0: on-policy), got -1" in refused
+
+
+def test_generating_while_training_needs_engines_on_gpus_of_their_own():
+    assert refusal("dsr1_7b", "trainer.max_staleness=1") == (
+        "trainer.max_staleness=1 generates while the policy trains, which needs engines on GPUs of their own: set "
+        "colocated=False")
+    split = prep("dsr1_7b", "trainer.max_staleness=1", *SPLIT)
+    plan = split.placement_plan()
+    assert not plan.colocated and plan.gpus_used_line() == "GPUs used: 64 of 64"
+    assert prep("dsr1_7b", *SPLIT).trainer.max_staleness == 0  # the split plan alone is on-policy
+
+
+def test_cpu_ranks_run_off_policy_with_the_default_plan():
+    """Every rank a CPU process: nothing is colocated on a GPU, so the embedded default runs off-policy as it is."""
+    assert prep("tiny_cpu", "trainer.max_staleness=2").trainer.max_staleness == 2
+
+
+def test_off_policy_the_loss_corrects_from_the_engines_policy_to_the_proximal_one():
+    """tiny_cpu takes logp_old from the engine and names no correction, which on-policy is the same thing; off-policy
+    the trainer recomputes logp_old and the loss weighs the behaviour → proximal ratio (``tis`` unless named)."""
+    on = prep("tiny_cpu")
+    assert with_behaviour_correction(on) is on and on.policy.loss.is_correction is None
+    off = with_behaviour_correction(prep("tiny_cpu", "trainer.max_staleness=1"))
+    assert off.policy.loss.is_correction == "tis" and off.policy.loss.clip_low == on.policy.loss.clip_low
+    named = prep("tiny_cpu", "trainer.max_staleness=1", "policy.loss.is_correction='icepop'")
+    assert with_behaviour_correction(named).policy.loss.is_correction == "icepop"
+    # on-policy, a correction beside the engine's logp_old is still refused (the two are the same numbers there)
+    assert "corrects for the engine's logprobs" in refusal("tiny_cpu", "policy.loss.is_correction='icepop'")
