@@ -21,3 +21,18 @@ def test_the_dry_run_of_a_slurm_recipe_imports_no_heavy_package():
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "LOADED []"
+
+
+@pytest.mark.slow
+def test_the_dry_run_plans_the_memory_once_and_still_checks_and_prints_it():
+    """The layout check, the node request and the report each ask for the memory plan; it is computed once (counted
+    by wrapping the real ``plan_memory``), and the dry run still prints its table and the host memory line."""
+    probe = ("import runpy, sys\nimport ppo.experiment as experiment\nreal, calls = experiment.plan_memory, []\n"
+             "experiment.plan_memory = lambda *a, **k: calls.append(1) or real(*a, **k)\n"
+             "sys.argv = ['launch.py', 'experiments/dsr1_7b.py', '--executor', 'slurm', '--dry-run']\ntry:\n"
+             "    runpy.run_path('launch.py', run_name='__main__')\nexcept SystemExit as e:\n"
+             "    assert not e.code, e.code\nprint('PLANS', len(calls))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "PLANS 1"
+    assert "== memory plan" in out.stdout and "host memory:" in out.stdout
