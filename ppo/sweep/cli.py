@@ -90,12 +90,14 @@ def main(argv: list[str]) -> int:
 
 
 def _sbatch(plan, sweep_dir: Path) -> str | None:
-    if not plan.is_slurm or not plan.trials:
+    search = plan.loaded.spec.search
+    if not plan.is_slurm or not (plan.trials or search):
         return None
     from ppo.sweep.slurm import FOLDER, array_sbatch
 
-    first = plan.trials[0].prepared
-    return array_sbatch(first.executor, plan.loaded.name, sweep_dir / FOLDER, len(plan.trials), plan.max_parallel)
+    first = plan.trials[0].prepared if plan.trials else plan.base  # a search's elements: the base's settings
+    count = len(plan.trials) or search.n_trials
+    return array_sbatch(first.executor, plan.loaded.name, sweep_dir / FOLDER, count, plan.max_parallel)
 
 
 def _check_slurm(plan, args: argparse.Namespace):

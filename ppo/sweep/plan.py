@@ -99,10 +99,11 @@ def _slurm_overrides(prepared: Prepared, index: int) -> list[str]:
 
 
 def plan_sweep(loaded: LoadedSweep, executor: str | None = None, extra_overrides: Sequence[str] = (),
-               max_parallel: int | None = None, dry_run: bool = False) -> SweepPlan:
+               max_parallel: int | None = None, dry_run: bool = False, bounds: bool = True) -> SweepPlan:
     """Validate the sweep and every trial (see the module docstring); raises a one-line :class:`ConfigError`.
 
     ``dry_run`` is handed to :func:`~ppo.launch.prepare.prepare` (a SLURM dry run only reports missing input paths).
+    ``bounds=False`` skips preparing a search's bounds (a SLURM array element re-plans a sweep its driver checked).
     """
     spec = loaded.spec
     trials = [] if spec.search is not None else make_trials(loaded, extra_overrides)
@@ -133,7 +134,8 @@ def plan_sweep(loaded: LoadedSweep, executor: str | None = None, extra_overrides
         parallel = max_parallel or spec.max_parallel or 1
         plan = SweepPlan(loaded, base, planned, max(1, min(parallel, spec.search.n_trials * len(spec.seeds))),
                          list(extra_overrides), group)
-        _check_search(plan, executor, dry_run)
+        if bounds:
+            _check_search(plan, executor, dry_run)
         return plan
     parallel = max_parallel or spec.max_parallel or (len(planned) if isinstance(base.executor, SlurmExecutor) else 1)
     plan = SweepPlan(loaded, base, planned, max(1, min(parallel, len(planned) or 1)), list(extra_overrides), group)
@@ -143,23 +145,26 @@ def plan_sweep(loaded: LoadedSweep, executor: str | None = None, extra_overrides
 
 def plan_trial(plan: SweepPlan, point: dict, seed: int, index: int, executor: str | None = None,
                dry_run: bool = False) -> PlannedTrial:
-    """One trial of a search, prepared in full like an expanded sweep's (its point chosen by the study)."""
+    """One trial of a search, prepared in full like an expanded sweep's (its point chosen by the study; on SLURM,
+    its Ray port and addresses from ``index``, as an expanded trial's)."""
     loaded, spec = plan.loaded, plan.loaded.spec
     common = [*spec.overrides, *plan.extra_overrides]
     tid = trial_id(point, seed, common, spec.fiddlers)
     texts = (*common, *(override_text(p, v) for p, v in point.items()), override_text(spec.seed_path, seed))
     trial = Trial(tid, index, dict(point), seed, config_id(point, common, spec.fiddlers), texts)
-    prepared = _prepare(loaded, [*trial.overrides, *plan.group], executor or plan.kind, dry_run)
+    slurm = [o for o in _slurm_overrides(plan.base, index) if o.partition("=")[0] not in point]
+    prepared = _prepare(loaded, [*trial.overrides, *plan.group, *slurm], executor or plan.kind, dry_run)
     return PlannedTrial(trial, prepared, diff(plan.base.cfg, prepared.cfg))
 
 
 def _check_search(plan: SweepPlan, executor: str | None, dry_run: bool) -> None:
     """Each end of every searched range (each Choice option) is prepared like a trial: a bound the base refuses
-    fails here, named; a database the study names must open; searches run their trials locally."""
+    fails here, named; a database the study names must open.  On SLURM each array element asks the study for one
+    configuration and runs it once: one seed per configuration."""
     search = plan.loaded.spec.search
-    if plan.is_slurm:
-        raise ConfigError("a Search runs its trials on this machine for now; pass --executor local (SLURM arrays "
-                          "are for expanded axes)")
+    if plan.is_slurm and len(plan.loaded.spec.seeds) != 1:
+        raise ConfigError(f"a Search on SLURM runs one seed per configuration (each array element asks the study for "
+                          f"one), got seeds={list(plan.loaded.spec.seeds)}; give one seed, or use --executor local")
     for point in search.bounds():
         try:
             plan_trial(plan, point, plan.loaded.spec.seeds[0], 0, executor, dry_run)

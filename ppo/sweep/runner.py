@@ -77,6 +77,17 @@ def sweep_record(plan: SweepPlan, sweep_dir: Path) -> dict:
     }
 
 
+def create_trial_dir(plan: SweepPlan, planned: PlannedTrial, run_dir: Path, git: GitState, sweep_dir: Path) -> None:
+    """The trial's run directory, as ``launch.py`` writes a run's, its ``launch.json`` naming the sweep."""
+    argv = [str(plan.loaded.base_path), *planned.overrides, "--executor", plan.kind]
+    if run_dir.exists() and not (run_dir / "config.json").exists():
+        shutil.rmtree(run_dir)  # left half-written by a driver killed while writing it: no job ever ran there
+    write_run_dir(planned.prepared, argv, run_dir, git)
+    record = read_json(run_dir / "launch.json")
+    record["sweep"] = {"id": plan.loaded.name, "dir": str(sweep_dir), "trial": planned.trial.id}
+    write_json(run_dir / "launch.json", record)
+
+
 class SweepRunner:
     def __init__(self, plan: SweepPlan, sweep_dir: Path, *, out: TextIO | None = None, poll_s: float | None = None,
                  detach: bool = False, git: GitState | None = None):
@@ -146,13 +157,7 @@ class SweepRunner:
                               f"with --executor {kind}, or in a new directory (--run-dir)")
 
     def _create(self, planned: PlannedTrial, run_dir: Path, git: GitState) -> None:
-        argv = [str(self.plan.loaded.base_path), *planned.overrides, "--executor", self.plan.kind]
-        if run_dir.exists() and not (run_dir / "config.json").exists():
-            shutil.rmtree(run_dir)  # left half-written by a driver killed while writing it: no job ever ran there
-        write_run_dir(planned.prepared, argv, run_dir, git)
-        record = read_json(run_dir / "launch.json")
-        record["sweep"] = {"id": self.plan.loaded.name, "dir": str(self.dir), "trial": planned.trial.id}
-        write_json(run_dir / "launch.json", record)
+        create_trial_dir(self.plan, planned, run_dir, git, self.dir)
 
     # ------------------------------------------------------------------ job states
     def _active(self) -> list[str]:
@@ -164,10 +169,14 @@ class SweepRunner:
 
     def refresh(self) -> None:
         """Outcomes of jobs that ended, states of jobs that are queued or running."""
+        if self.plan.is_slurm and self.search is not None:
+            self._collect_claims()
         active = self._active()
         if self.plan.is_slurm:
             jobs = {t: self.state.trials[t]["jobs"][-1]["job_id"] for t in active}
-            states = slurm_trials.poll_states(self._slurm_folder(), list(jobs.values()))
+            elements = list(self._elements())
+            states = slurm_trials.poll_states(self._slurm_folder(), [*jobs.values(), *elements])
+            self._drop_dead_elements({j: states[j] for j in elements})
             for trial_id, job_id in jobs.items():
                 state, reason = slurm_trials.trial_outcome(self.state.run_dir(trial_id), job_id, states[job_id])
                 live = state in (PENDING, RUNNING)
@@ -204,6 +213,8 @@ class SweepRunner:
                 and not self.state.trials[t.trial.id].get("job_live")]
 
     def launch_slurm(self, ids: list[str]) -> None:
+        if self.search is not None:
+            self._launch_search_elements()
         if not ids:
             return
         run_dirs = [self.state.run_dir(t) for t in ids]
@@ -307,23 +318,41 @@ class SweepRunner:
     def _refuse(self, number: int, point: dict, reason: str) -> None:
         from optuna.trial import TrialState
 
-        self.study.tell(number, state=TrialState.FAIL)
+        self.study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
         self.say(f"study trial {number} refused: {reason}")
         self.state.data.setdefault("refused", []).append({"search": number, "point": point, "reason": reason})
         self.state.save()
 
     def _open_study(self) -> None:
         """Load (or create) the study, re-plan the trials it asked for earlier, and mark failed the study's trials
-        that a driver asked for but died before recording (so none is left running forever)."""
+        that a driver asked for but died before recording (so none is left running forever).  On SLURM, the
+        trials array elements asked for are read from their claims first (an element asking meanwhile is waited
+        for: it holds the claims' lock)."""
         spec = self.plan.loaded.spec
         self.study = open_study(self.search, self.dir, self.plan.loaded.name, spec.maximize)
+        if self.plan.is_slurm:
+            from ppo.sweep.slurm_search import claims_locked
+
+            with claims_locked(self.dir):
+                self._collect_claims()
+                self._fail_orphans()
+        else:
+            self._fail_orphans()
+
+    def _replan(self, trial_id: str, record: dict) -> None:
+        """The planned trial of a study trial recorded earlier (by a driver, or an array element's claim)."""
+        if trial_id in self._order:
+            return
+        point = {**{p: record["point"][p] for p in self.search.space if p in record["point"]},
+                 **record["point"]}  # the sweep file's order (state.json sorts the keys)
+        planned = plan_trial(self.plan, point, record["seed"], len(self.plan.trials))
+        self.plan.trials.append(planned)
+        self._order[trial_id] = planned
+
+    def _fail_orphans(self) -> None:
         for trial_id, record in self.state.trials.items():
-            if record.get("search") is not None and trial_id not in self._order:
-                point = {**{p: record["point"][p] for p in self.search.space if p in record["point"]},
-                         **record["point"]}  # the sweep file's order (state.json sorts the keys)
-                planned = plan_trial(self.plan, point, record["seed"], len(self.plan.trials))
-                self.plan.trials.append(planned)
-                self._order[trial_id] = planned
+            if record.get("search") is not None:
+                self._replan(trial_id, record)
         known = {r["search"] for r in self.state.trials.values() if r.get("search") is not None}
         held = len(self.study.get_trials(deepcopy=False))
         if known and max(known) >= held:
@@ -395,10 +424,10 @@ class SweepRunner:
         if self.study.get_trials(deepcopy=False)[number].state != TrialState.RUNNING:
             return
         values = [v for v in (self._value(t) for t in seeds if self.state.trials[t]["state"] == DONE) if v is not None]
-        if values:
-            self.study.tell(number, sum(values) / len(values))
+        if values:  # an array element may have told its own trial meanwhile (the same value)
+            self.study.tell(number, sum(values) / len(values), skip_if_finished=True)
         else:
-            self.study.tell(number, state=TrialState.PRUNED)
+            self.study.tell(number, state=TrialState.PRUNED, skip_if_finished=True)
 
     def _report_rungs(self, record: dict, rungs: set[str], data: dict) -> None:
         """Each rung a trial passed goes to its study trial as an intermediate value (the rule's statistic), so a
@@ -415,6 +444,69 @@ class SweepRunner:
             value = rule.statistic(series, int(rung))
             if value is not None and math.isfinite(value) and int(rung) not in frozen.intermediate_values:
                 Trial(self.study, frozen._trial_id).report(value, int(rung))
+
+    # ------------------------------------------------------------------ search on SLURM (ppo.sweep.slurm_search)
+    def _elements(self) -> dict[str, str]:
+        """Array elements submitted that have not claimed a trial yet: {job id: when submitted}."""
+        return self.state.data.setdefault("elements", {})
+
+    def _launch_search_elements(self) -> None:
+        """One array element for each configuration the study has yet to hand out (and no element waits for)."""
+        from ppo.sweep.slurm_search import SearchTask
+
+        count = self.search_trials() - self._asked() - len(self._elements())
+        if count <= 0:
+            return
+        task = SearchTask(str(self.dir), self.git or git_state())
+        job_ids = slurm_trials.submit_search_array(self._slurm_folder(), self.plan.loaded.name, self.plan.base.executor,
+                                                   count, self.plan.max_parallel, task)
+        self._elements().update({j: now() for j in job_ids})
+        self.state.save()
+        self.say(f"submitted {count} search element(s) to SLURM as job array {job_ids[0].split('_')[0]} (at most "
+                 f"{self.plan.max_parallel} at a time); each asks the study for its configuration when it starts")
+
+    def _collect_claims(self) -> None:
+        """Trials that array elements asked the study for (their claims), recorded to follow like any trial."""
+        from ppo.sweep.slurm_search import read_claims
+
+        elements = self._elements()
+        refused = {r["search"] for r in self.state.data.get("refused", [])}
+        for job_id, claim in read_claims(self.dir).items():
+            elements.pop(job_id, None)
+            number = claim["search"]
+            if claim.get("refused"):
+                if number not in refused:
+                    self.state.data.setdefault("refused", []).append(
+                        {"search": number, "point": claim["point"], "reason": claim["refused"]})
+                    self.say(f"study trial {number} refused: {claim['refused']}")
+                continue
+            trial_id = claim["trial"]
+            if trial_id in self.state.trials:
+                continue
+            record = self.state.add(trial_id, point=claim["point"], seed=claim["seed"], config_id=claim["config_id"],
+                                    label=claim["label"], run_dir=claim["run_dir"], executor=self.plan.kind,
+                                    search=number)
+            self._replan(trial_id, record)
+            self.say(f"study trial {number} (element {job_id}): "
+                     + " ".join(f"{p}={v!r}" for p, v in self._order[trial_id].trial.point.items()))
+            self._changed(trial_id, RUNNING, None, jobs=[{"job_id": job_id, "claimed": now()}], job_live=True,
+                          attempts=1)
+        self.state.save()
+
+    def _drop_dead_elements(self, states: dict[str, str]) -> None:
+        """Elements that ended without a claim (before they could ask): forgotten, so the next call submits others."""
+        from ppo.sweep.slurm_search import claim_path
+
+        for job_id, slurm_state in states.items():
+            if slurm_state in slurm_trials.QUEUED | slurm_trials.ACTIVE or job_id not in self._elements():
+                continue
+            if claim_path(self.dir, job_id).exists():
+                self._collect_claims()
+                continue
+            del self._elements()[job_id]
+            self.state.save()
+            self.say(f"search element {job_id} ended ({slurm_state}) before asking the study; the next call of the "
+                     f"sweep submits another")
 
     def _progress_lines(self) -> list[str]:
         spec = self.plan.loaded.spec
@@ -461,6 +553,8 @@ class SweepRunner:
         while True:
             if not self.plan.is_slurm:
                 self.launch_local(queue)
+            if self.plan.is_slurm and not self._active() and not self._elements():
+                return
             if not queue and not self._active() and self._asked() >= self.search_trials():
                 return
             time.sleep(tick)

@@ -61,27 +61,42 @@ def submit_array(folder: Path, job_name: str, run_dirs: list[Path], parallelism:
     ids: list[str | None] = [None] * len(run_dirs)
     for members in groups.values():
         executor = executors[members[0]]
-        with captured_stderr() as captured:
-            try:
-                slurm = submitit.SlurmExecutor(folder=folder, max_num_timeout=executor.max_requeues,
-                                               python=python_command(executor))
-                slurm.update_parameters(**sbatch_parameters(executor, job_name),
-                                        array_parallelism=max(1, min(parallelism, len(members))))
-                with slurm.batch():
-                    jobs = [slurm.submit(SlurmJob(str(Path(run_dirs[i]).resolve()))) for i in members]
-                error = None
-            except Exception as err:  # noqa: BLE001 - sbatch's refusal comes as several exception types
-                error = err
-        if error is not None:
-            lines = [ln.strip() for ln in ("".join(captured) + "\n" + str(error)).splitlines() if ln.strip()]
-            flagged = [ln for ln in lines if "error" in ln.lower() or "fatal" in ln.lower()]
-            detail = (flagged or lines or [type(error).__name__])[-1]
-            raise ConfigError(f"sbatch refused the sweep's job array: {detail}")
+        jobs = _submit(folder, job_name, executor, [SlurmJob(str(Path(run_dirs[i]).resolve())) for i in members],
+                       parallelism)
         for i, job in zip(members, jobs):
             ids[i] = str(job.job_id)
             write_json(Path(run_dirs[i]) / "job.json", {"executor": "slurm", "job_id": ids[i], "folder": str(folder),
                                                         "tasks": executors[i].nodes})
     return [str(i) for i in ids]
+
+
+def submit_search_array(folder: Path, job_name: str, executor: SlurmExecutor, count: int, parallelism: int,
+                        task) -> list[str]:
+    """Submit ``count`` elements of a searched sweep, each the same ``task``
+    (:class:`~ppo.sweep.slurm_search.SearchTask`: it asks the study for its configuration when it starts)."""
+    return [str(job.job_id) for job in _submit(Path(folder).resolve(), job_name, executor, [task] * count,
+                                               parallelism)]
+
+
+def _submit(folder: Path, job_name: str, executor: SlurmExecutor, callables: list, parallelism: int) -> list:
+    """One job array of ``callables`` with ``executor``'s sbatch settings, ``parallelism`` at a time."""
+    with captured_stderr() as captured:
+        try:
+            slurm = submitit.SlurmExecutor(folder=folder, max_num_timeout=executor.max_requeues,
+                                           python=python_command(executor))
+            slurm.update_parameters(**sbatch_parameters(executor, job_name),
+                                    array_parallelism=max(1, min(parallelism, len(callables))))
+            with slurm.batch():
+                jobs = [slurm.submit(c) for c in callables]
+            error = None
+        except Exception as err:  # noqa: BLE001 - sbatch's refusal comes as several exception types
+            error = err
+    if error is not None:
+        lines = [ln.strip() for ln in ("".join(captured) + "\n" + str(error)).splitlines() if ln.strip()]
+        flagged = [ln for ln in lines if "error" in ln.lower() or "fatal" in ln.lower()]
+        detail = (flagged or lines or [type(error).__name__])[-1]
+        raise ConfigError(f"sbatch refused the sweep's job array: {detail}")
+    return jobs
 
 
 def _handle(folder: Path, job_id: str):

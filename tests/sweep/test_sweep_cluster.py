@@ -1,5 +1,6 @@
 """Sweeps on the real 2-node SLURM test cluster (``tests/launch/slurm_cluster.py``): one submitit job array with a
-concurrency limit, resume after half of it was cancelled, and an early stop that cancels a running element.
+concurrency limit, resume after half of it was cancelled, an early stop that cancels a running element, and a search
+whose array elements each ask one journal-file study for their configuration and tell it their result.
 
 About 3 minutes: each trial is a 1-node SLURM job that starts a Ray head and runs ``recipes/curve.py`` for ~15 s.
 """
@@ -9,11 +10,16 @@ import os
 import subprocess
 from pathlib import Path
 
+import optuna
 import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
 
 from ppo.cluster.ports import free_port
 from ppo.metrics import read_records
 from tests.sweep.conftest import run_launch, state, write_sweep
+from tests.sweep.recipes.curve import reward
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -124,3 +130,46 @@ def test_an_early_stop_cancels_the_running_array_element(cluster, tmp_path):
     assert steps_logged(sweep_dir, bad) < 12
     rc, line, _ = run_launch("status", str(sweep_dir / bad["run_dir"]), env=cluster.env)
     assert rc == 1 and f"SLURM job {bad['jobs'][0]['job_id']} CANCELLED" in line
+
+
+SEARCH = '''
+search=Search({"optim.lr": LogUniform(1e-4, 1e-1), "lam": Uniform(0.8, 1.0)}, n_trials=3, sampler="tpe", seed=5),
+overrides=["steps=12", "step_s=1.0"],
+metric="validation/accuracy", step=12,
+max_parallel=2,
+poll_s=2,
+'''
+
+
+def test_a_search_is_an_array_whose_elements_ask_and_tell_one_journal_study(cluster, tmp_path):
+    sweep = write_sweep(tmp_path / "search.py", SEARCH)
+    sweep_dir = tmp_path / "sweep"
+    rc, out, err = sweep_cmd(cluster, sweep, sweep_dir, 60, "--detach")
+    assert rc == 0, out + err
+    assert "submitted 3 search element(s) to SLURM as job array" in out and "(at most 2 at a time)" in out
+    (array_id,) = {j.split("_")[0] for j in json.loads((sweep_dir / "state.json").read_text())["elements"]}
+    cluster.job_ids.append(array_id)
+    wait_for(lambda: not squeue(cluster, "-r", "-o", "%i").split(), 240, "the array to end")
+    # no driver ran meanwhile: the elements alone asked the study and told it their results
+    storage = JournalStorage(JournalFileBackend(str(sweep_dir / "study.journal")))
+    frozen = optuna.load_study(study_name="search", storage=storage).get_trials()
+    assert [t.number for t in frozen] == [0, 1, 2] and {t.state for t in frozen} == {TrialState.COMPLETE}
+    for t in frozen:  # the metric each trial logged at step 12, from the point the study chose
+        assert t.value == pytest.approx(0.5 * reward(t.params["optim.lr"], t.params["lam"], 0, 12))
+    # two at a time: the third element asked after one of the first two had told the study its result
+    assert frozen[2].datetime_start >= min(frozen[0].datetime_complete, frozen[1].datetime_complete)
+    # the same command again follows the claimed trials to their end: each study trial once in the sweep's state
+    rc, out, err = sweep_cmd(cluster, sweep, sweep_dir, 60)
+    assert rc == 0, out + err
+    trials = state(sweep_dir)
+    assert sorted(r["search"] for r in trials.values()) == [0, 1, 2]
+    elements = []
+    for record in trials.values():
+        t = frozen[record["search"]]
+        assert record["state"] == "done" and t.params == record["point"]
+        job_id = record["jobs"][0]["job_id"]
+        claim = json.loads((sweep_dir / "search" / f"{job_id}.json").read_text())
+        assert (claim["search"], claim["trial"], claim["point"]) == (record["search"], Path(record["run_dir"]).name,
+                                                                      record["point"])
+        elements.append(job_id)
+    assert sorted(elements) == [f"{array_id}_{i}" for i in range(3)]

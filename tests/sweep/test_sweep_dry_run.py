@@ -114,6 +114,18 @@ def test_a_search_dry_run_shows_the_space_with_its_bounds_validated(tmp_path, mo
     assert list(tmp_path.iterdir()) == [sweep]
 
 
+def test_a_slurm_search_dry_run_shows_one_array_of_n_trials_elements_and_one_seed_each(tmp_path, capsys):
+    one_seed = write_sweep(tmp_path / "s.py", SEARCH.replace("seeds=[0, 1]", "seeds=[0]"))
+    rc, out, err = dry_run(capsys, one_seed, "--executor", "slurm", "--max-parallel", "2", "--run-dir", tmp_path / "d")
+    assert (rc, err) == (0, "")
+    assert "#SBATCH --array=0-4%2" in out  # one element per configuration the study will choose
+    two_seeds = write_sweep(tmp_path / "s2.py", SEARCH)
+    rc, out, err = dry_run(capsys, two_seeds, "--executor", "slurm", "--run-dir", tmp_path / "d")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "a Search on SLURM runs one seed per configuration" in err and "got seeds=[0, 1]" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.py", "s2.py"]
+
+
 @pytest.mark.parametrize("old, new, message", [
     ("Uniform(0.8, 1.0)", "Uniform(0.9, 0.9)", "Search: Uniform for 'lam' needs low < high, got (0.9, 0.9)"),
     ("Uniform(0.8, 1.0)", "Uniform(1.0, 0.8)", "Search: Uniform for 'lam' needs low < high, got (1.0, 0.8)"),
