@@ -59,3 +59,14 @@ def config() -> fdl.Config:
     # a long run: requeued past the time limit and resumed from the latest checkpoint
     cfg.executor.max_requeues = 12
     return cfg
+
+
+def asynchronous(cfg: fdl.Config) -> None:
+    """Fiddler: generation that never waits (``trainer.max_staleness=1``, README "``ppo.loop``: who waits for whom"):
+    16 engines (TP 2) on 32 GPUs of their own, the policy (TP 4 × 8 replicas) and the critic (TP 2 × 16) on the
+    other 32; every GPU still at work.  ``--dry-run`` prints the split and its memory plan."""
+    cfg.colocated = False
+    cfg.generation.num_engines = 16
+    cfg.policy.data_parallel = 8
+    cfg.critic.data_parallel = 16
+    cfg.trainer.max_staleness = 1

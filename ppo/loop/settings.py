@@ -67,11 +67,11 @@ class PPOSettings:
     # the rest).  "engine": the engine's own logprobs of the tokens it sampled, with the same weights (the refit is
     # synchronous); the policy then recomputes every 8th sample only, for train/token_mult_prob_error
     old_logprobs: str = "policy"
-    # how many policy updates old a trained sample may be (docs: README, "The loop").  0: on-policy, generation and
-    # training take turns.  >= 1: the engines collect the next batch with the weights they hold while the critic and
-    # the policy train (engines on devices of their own: colocated=False on GPUs); the loss weighs each token by
-    # policy.loss.is_correction's weight from the engine's (behaviour) logprobs to logp_old, which the policy
-    # recomputes before its update (the proximal policy) whatever old_logprobs says ("tis" when it names none)
+    # how many policy updates old a trained sample may be (README, "ppo.loop: who waits for whom").  0: on-policy,
+    # generation and training take turns.  >= 1: the engines collect the next batch with the weights they hold while
+    # the critic and the policy train (engines on devices of their own: colocated=False on GPUs); the loss weighs
+    # each token by policy.loss.is_correction's weight from the engine's (behaviour) logprobs to logp_old, which the
+    # policy recomputes before its update (the proximal policy) whatever old_logprobs says ("tis" when it names none)
     max_staleness: int = 0
     policy_training_start_step: int = 0
     val_period: int = 10

@@ -7,17 +7,14 @@ from ppo.launch.prepare import Request, prepare
 from ppo.loop.off_policy import with_behaviour_correction
 from tests.experiments.conftest import REPO
 
-SPLIT = ["colocated=False", "generation.num_engines=16", "policy.data_parallel=8", "critic.data_parallel=16"]
-"""dsr1_7b with the engines on 32 GPUs of their own and the groups training on the other 32."""
-
 
 @pytest.fixture(autouse=True)
 def _in_repo(monkeypatch):
     monkeypatch.chdir(REPO)
 
 
-def prep(recipe: str, *overrides: str):
-    return prepare(Request(f"experiments/{recipe}.py", list(overrides), dry_run=True)).experiment
+def prep(recipe: str, *overrides: str, fiddlers: tuple[str, ...] = ()):
+    return prepare(Request(f"experiments/{recipe}.py", list(overrides), list(fiddlers), dry_run=True)).experiment
 
 
 def refusal(recipe: str, *overrides: str) -> str:
@@ -36,10 +33,13 @@ def test_generating_while_training_needs_engines_on_gpus_of_their_own():
     assert refusal("dsr1_7b", "trainer.max_staleness=1") == (
         "trainer.max_staleness=1 generates while the policy trains, which needs engines on GPUs of their own: set "
         "colocated=False")
-    split = prep("dsr1_7b", "trainer.max_staleness=1", *SPLIT)
+    split = prep("dsr1_7b", fiddlers=("asynchronous",))  # engines on 32 GPUs of their own, the groups on 32
     plan = split.placement_plan()
-    assert not plan.colocated and plan.gpus_used_line() == "GPUs used: 64 of 64"
-    assert prep("dsr1_7b", *SPLIT).trainer.max_staleness == 0  # the split plan alone is on-policy
+    assert split.trainer.max_staleness == 1 and not plan.colocated and plan.gpus_used_line() == "GPUs used: 64 of 64"
+    engine_gpus = {(s.node, s.gpu) for s in plan.ranks["generation"]}
+    training_gpus = {(s.node, s.gpu) for role in ("policy", "critic") for s in plan.ranks[role]}
+    assert len(engine_gpus) == 32 and not engine_gpus & training_gpus
+    assert split.memory_plan() is not None  # planned per GPU and phase on the split
 
 
 def test_cpu_ranks_run_off_policy_with_the_default_plan():
