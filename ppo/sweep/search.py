@@ -10,7 +10,8 @@ and only the missing ones are asked.
 
 Distributions: ``Uniform(low, high)``, ``LogUniform(low, high)``, ``IntUniform(low, high)`` (integers, both ends
 included) and ``Choice([...])``.  Samplers: ``tpe`` (default), ``random``, ``grid`` (every combination of
-``Choice``/``IntUniform`` values, in Optuna's order) and ``cmaes`` (needs the ``cmaes`` package).
+``Choice``/``IntUniform`` values, in Optuna's order) and ``cmaes`` (Optuna's CMA-ES; the ``cmaes`` package is
+pinned in pyproject).
 
 Optuna is imported only when a study is opened, so importing :mod:`ppo.sweep` stays light.
 """

@@ -32,9 +32,13 @@ poll_s=30,
 '''
 
 
-def study(sweep_dir):
+def study_at(sweep_dir, name):
     storage = JournalStorage(JournalFileBackend(str(sweep_dir / "study.journal")))
-    return optuna.load_study(study_name="search", storage=storage)
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def study(sweep_dir):
+    return study_at(sweep_dir, "search")
 
 
 @pytest.mark.slow
@@ -101,3 +105,22 @@ def test_progress_shows_step_metric_eta_and_best_in_place_on_a_terminal():
     log = io.StringIO()
     Progress(log, 30.0, "[sweep s]").show(lines)
     assert log.getvalue().splitlines()[1].startswith("[sweep s]   a1  step 4/12") and "\x1b" not in log.getvalue()
+
+
+def test_a_cmaes_search_asks_its_trials_from_cma_es(tmp_path):
+    """``sampler="cmaes"`` works on a fresh install (the locks install the ``cmaes`` package): after Optuna's one
+    independent start, each configuration the study hands out comes from CMA-ES (its generation recorded), within
+    the space's bounds, through the journal file like any search's."""
+    from ppo.sweep.axes import LogUniform, Uniform
+    from ppo.sweep.search import Search, open_study, optuna_distributions
+
+    search = Search({"lam": Uniform(0.8, 1.0), "optim.lr": LogUniform(1e-4, 1e-1)}, n_trials=6, sampler="cmaes")
+    search.check()
+    created = open_study(search, tmp_path, "cma", maximize=True)
+    for _ in range(6):
+        asked = created.ask(optuna_distributions(search))
+        created.tell(asked.number, reward(asked.params["optim.lr"], asked.params["lam"], 0, 4))
+    frozen = study_at(tmp_path, "cma").get_trials()
+    assert [t.state for t in frozen] == [TrialState.COMPLETE] * 6
+    assert all(0.8 <= t.params["lam"] <= 1.0 and 1e-4 <= t.params["optim.lr"] <= 1e-1 for t in frozen)
+    assert [("cma:generation" in t.system_attrs) for t in frozen] == [False] + [True] * 5
