@@ -136,6 +136,7 @@ def plan_sweep(loaded: LoadedSweep, executor: str | None = None, extra_overrides
                          list(extra_overrides), group)
         if bounds:
             _check_search(plan, executor, dry_run)
+            _check_gpu_budget(plan)
         return plan
     parallel = max_parallel or spec.max_parallel or (len(planned) if isinstance(base.executor, SlurmExecutor) else 1)
     plan = SweepPlan(loaded, base, planned, max(1, min(parallel, len(planned) or 1)), list(extra_overrides), group)
@@ -180,10 +181,14 @@ def trial_gpus(prepared: Prepared) -> int | None:
 
 
 def gpu_hours(plan: SweepPlan) -> float | None:
-    """Upper bound of the sweep's GPU hours from the SLURM time limits (None for local trials)."""
+    """Upper bound of the sweep's GPU hours from the SLURM time limits (None for local trials); a search's trials
+    have the base's executor, ``n_trials`` × seeds of them."""
     if not plan.is_slurm:
         return None
-    return sum(trial_gpus(t.prepared) * t.prepared.executor.time_minutes / 60 for t in plan.trials)
+    search = plan.loaded.spec.search
+    prepared = ([plan.base] * (search.n_trials * len(plan.loaded.spec.seeds)) if search is not None
+                else [t.prepared for t in plan.trials])
+    return sum(trial_gpus(p) * p.executor.time_minutes / 60 for p in prepared)
 
 
 def _check_gpu_budget(plan: SweepPlan) -> None:

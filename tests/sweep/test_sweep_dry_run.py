@@ -162,7 +162,8 @@ def test_sweep_file_errors(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda", "tiny_cpu_search"])
+@pytest.mark.parametrize("name", ["clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda", "tiny_cpu_search",
+                                  "qwen2p5_1p5b_gsm8k_search"])
 def test_every_shipped_sweep_dry_runs(name, monkeypatch, capsys):
     """The sweep files in ``sweeps/`` expand and validate every trial (GPU ones against their SLURM executor)."""
     from pathlib import Path
@@ -174,8 +175,28 @@ def test_every_shipped_sweep_dry_runs(name, monkeypatch, capsys):
     assert f"sweep:      {root / 'sweeps' / name}.py" in out
 
 
+@pytest.mark.slow
+def test_the_gpu_search_is_one_array_of_24_elements_within_its_gpu_budget(monkeypatch, capsys):
+    """``sweeps/qwen2p5_1p5b_gsm8k_search.py``: TPE over λ_value, the clip ratios and α, every bound prepared against
+    the recipe; 24 one-node elements, 8 at a time, 24 × 8 GPUs × 4 h = 768 GPU-hours, its budget."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    rc, out, err = dry_run(capsys, root / "sweeps" / "qwen2p5_1p5b_gsm8k_search.py")
+    assert (rc, err) == (0, "")
+    block = out[out.index("== search"):out.index("== trials")].splitlines()
+    assert block[0].startswith("== search: tpe sampler (seed 0), study in journal:")
+    assert block[1:5] == ["  advantage.lam_value: Uniform [0.9, 1.0]", "  policy.loss.clip_low: Uniform [0.1, 0.3]",
+                          "  policy.loss.clip_high: Uniform [0.15, 0.4]",
+                          "  advantage.length_adaptive_alpha: LogUniform [0.01, 0.2], log"]
+    assert "#SBATCH --array=0-23%8" in out and "#SBATCH --gpus-per-node=8" in out
+    assert "192 GPUs in all, at most 64 at once (array parallelism 8); at most 768.0 GPU-hours" in out
+
+
 def test_no_shipped_sweep_is_left_out():
     from pathlib import Path
 
     shipped = {p.stem for p in (Path(__file__).resolve().parents[2] / "sweeps").glob("*.py")} - {"__init__"}
-    assert shipped == {"clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda", "tiny_cpu_search"}
+    assert shipped == {"clip", "gae_lambda", "length_adaptive_alpha", "tiny_cpu_lambda", "tiny_cpu_search",
+                       "qwen2p5_1p5b_gsm8k_search"}
