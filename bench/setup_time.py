@@ -9,7 +9,9 @@ two trees take turns (baseline, this, baseline, this, ...) so that a change in t
 
 - **set-up**: ``launch.py experiments/tiny_cpu.py trainer.max_steps=1``, ``--runs`` times per tree; the phases are
   the run's own ``timing/setup/*`` (step 0 of its ``metrics.jsonl``), medians over the runs.  The first run of a
-  tree pays what a first run on a machine pays (see the README); compare second runs.
+  tree pays what a first run on a machine pays (see the README); compare second runs.  Every run's records less
+  ``timing/*`` are compared: a set-up made faster must leave them equal to the bit (where the baseline is a commit
+  whose numbers no other change moved).
 - **dry run**: ``launch.py experiments/dsr1_7b.py --executor slurm --dry-run`` wall time and CPU time (user +
   system, the steadier of the two when other jobs share the cores), medians of ``--repeats`` after one untimed run.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -34,22 +37,34 @@ PHASES = ("ray", "warm_start", "workers", "total")
 DRY_RUN = ["experiments/dsr1_7b.py", "--executor", "slurm", "--dry-run"]
 
 
+def tree_env(tree: Path) -> dict[str, str]:
+    """The environment a tree's commands run in: its own ``ppo`` first on the path (the driver's and, through the
+    environment Ray's workers inherit, every worker's), and Python's bytecode cache written and read as in a user's
+    shell (``PYTHONDONTWRITEBYTECODE``, set in some sandboxes, recompiles every module of the tree on each run:
+    ~0.17 s of a dry run here)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": str(tree)}
+
+
 def dry_run_seconds(tree: Path) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of one dry run: on a shared machine the CPU time is the steadier."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([str(PYTHON), "launch.py", *DRY_RUN], cwd=tree, check=True, capture_output=True)
+    subprocess.run([str(PYTHON), "launch.py", *DRY_RUN], cwd=tree, env=tree_env(tree), check=True,
+                   capture_output=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def setup_phases(tree: Path, run_dir: Path) -> dict[str, float]:
-    """One run of the default to its first step; its ``timing/setup/*`` seconds."""
+def setup_phases(tree: Path, run_dir: Path) -> tuple[dict[str, float], list[dict]]:
+    """One run of the default to its first step: its ``timing/setup/*`` seconds, and its records less ``timing/*``
+    (what a faster set-up must leave as it was)."""
     subprocess.run([str(PYTHON), "launch.py", "experiments/tiny_cpu.py", "trainer.max_steps=1", "--run-dir",
-                    str(run_dir)], cwd=tree, check=True, capture_output=True)
-    step0 = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
-    return {phase: step0.get(f"timing/setup/{phase}", 0.0) for phase in PHASES}
+                    str(run_dir)], cwd=tree, env=tree_env(tree), check=True, capture_output=True)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    untimed = [{k: v for k, v in r.items() if not k.startswith("timing/")} for r in records]
+    return {phase: records[0].get(f"timing/setup/{phase}", 0.0) for phase in PHASES}, untimed
 
 
 def main() -> int:
@@ -80,8 +95,12 @@ def main() -> int:
         cells = "".join(f"{statistics.median(t[i] for t in dry[n]):23.2f}s" for n in trees)
         print(f"{'dry run dsr1_7b ' + what + ' (median)':28s}" + cells)
     for phase in PHASES if args.runs else ():
-        cells = "".join(f"{statistics.median(r[phase] for r in setup[n]):23.1f}s" for n in trees)
+        cells = "".join(f"{statistics.median(r[phase] for r, _ in setup[n]):23.1f}s" for n in trees)
         print(f"{'set-up ' + phase + ' (median)':28s}" + cells)
+    if args.runs:
+        runs = [records for name in trees for _, records in setup[name]]
+        same = all(records == runs[0] for records in runs)
+        print(f"metrics of every run, less timing/*: {'equal to the bit' if same else 'DIFFER between runs'}")
     return 0
 
 
