@@ -81,3 +81,39 @@ def test_a_run_stopped_with_a_batch_in_flight_resumes_to_the_same_metrics(one_st
     assert (run_dir / "checkpoints" / "step_000002" / IN_FLIGHT).is_file()
     assert PPOTrainer(experiment, run_dir).run() == "completed"
     assert trained(load_metrics(run_dir)) == trained(one_step_off)
+
+
+def test_shaping_dynamic_sampling_and_kl_in_the_reward_work_on_batches_collected_ahead(ray_runtime, monkeypatch,  # noqa: F811
+                                                                                        tmp_path):
+    """The collecting thread shapes, filters and regenerates as the on-policy loop does: every batch trained on (each
+    recorded where the collector returns it) holds DAPO's scaled, overlong-shaped rewards and only prompt groups with
+    a reward spread; the KL to the reference enters the rewards and its coefficient adapts towards the target."""
+    from ppo.rollout.collect import Collector
+
+    collected, collect = [], Collector.collect
+
+    def recording_collect(self, step, **kwargs):
+        batch, env_metrics = collect(self, step, **kwargs)
+        collected.append((step, batch))
+        return batch, env_metrics
+
+    monkeypatch.setattr(Collector, "collect", recording_collect)
+    m = run_tiny(tmp_path / "run", "trainer.max_staleness=1", "reward_shaping.scale=True",
+                 "reward_shaping.overlong_buffer=2", "trainer.dynamic_sampling=True", "trainer.kl_in_reward_coef=0.05",
+                 "trainer.kl_target=0.001")
+    assert m["train/staleness_max"] == {"1": 0.0, "2": 1.0, "3": 1.0}
+    assert [step for step, _ in collected] == [0, 1, 2]
+    assert [batch.policy_version.unique().tolist() for _, batch in collected] == [[0], [0], [1]]
+    for _, batch in collected:
+        for score, length, reward in zip(batch.scores.tolist(), batch.response_lengths.tolist(),
+                                         batch.rewards.tolist()):
+            assert reward == pytest.approx(-1 + 2 * score + min(-(length - 3) / 2, 0.0), abs=1e-6)
+        groups: dict[int, list[float]] = {}
+        for group, reward in zip(batch.group_ids.tolist(), batch.rewards.tolist()):
+            groups.setdefault(group, []).append(reward)
+        assert all(max(rewards) > min(rewards) for rewards in groups.values())
+    kl = [m["train/kl_to_reference"][s] for s in ("1", "2", "3")]
+    coef = [0.05] + [m["train/kl_coef"][s] for s in ("1", "2", "3")]
+    assert max(kl) > 0
+    for step, measured in enumerate(kl):  # the adaptive coefficient moves towards its target
+        assert math.copysign(1, coef[step + 1] - coef[step]) == math.copysign(1, measured - 0.001)
