@@ -103,6 +103,9 @@ class SweepRunner:
         self._order = {t.trial.id: t for t in plan.trials}
         self.search = plan.loaded.spec.search
         self.study = None
+        self._started: set[str] = set()
+        """Trials launched (or claimed by an array element) in this call: a crash of one is retried or failed."""
+        self._retried: dict[str, int] = {}
         self.progress = Progress(self.out, self.poll_s, f"[sweep {plan.loaded.name}]")
 
     # ------------------------------------------------------------------ output
@@ -217,6 +220,9 @@ class SweepRunner:
             self._launch_search_elements()
         if not ids:
             return
+        for trial_id in ids:
+            self._reopen(trial_id)
+        self._started.update(ids)
         run_dirs = [self.state.run_dir(t) for t in ids]
         job_ids = slurm_trials.submit_array(self._slurm_folder(), self.plan.loaded.name, run_dirs,
                                             self.plan.max_parallel)
@@ -234,6 +240,8 @@ class SweepRunner:
         while queue and len(self.local) < self.plan.max_parallel:
             trial_id = queue.pop(0)
             record = self.state.trials[trial_id]
+            self._reopen(trial_id)
+            self._started.add(trial_id)
             pid = self.local.start(trial_id, self.state.run_dir(trial_id))
             self._changed(trial_id, RUNNING, None, pid=pid, job_live=True, attempts=record["attempts"] + 1,
                           jobs=[*record["jobs"], {"pid": pid, "started": now()}])
@@ -445,6 +453,68 @@ class SweepRunner:
             if value is not None and math.isfinite(value) and int(rung) not in frozen.intermediate_values:
                 Trial(self.study, frozen._trial_id).report(value, int(rung))
 
+    def _retry_or_fail(self) -> list[str]:
+        """Search trials launched in this call that crashed (failed, not stopped): relaunched up to ``retries``
+        times (they resume from their checkpoints), then their study trial is told failed, with the reason as its
+        ``failure`` user attribute, so the study never keeps a dead trial running."""
+        if self.search is None:
+            return []
+        from optuna.trial import Trial, TrialState
+
+        retry = []
+        for trial_id in sorted(self._started):
+            record = self.state.trials[trial_id]
+            if record["state"] != FAILED or record.get("job_live"):
+                continue
+            self._started.discard(trial_id)
+            done = self._retried.get(trial_id, 0)
+            if done < self.search.retries:
+                self._retried[trial_id] = done + 1
+                self.say(f"{trial_id} crashed; retrying it ({done + 1} of {self.search.retries})")
+                retry.append(trial_id)
+                continue
+            number = record["search"]
+            frozen = self.study.get_trials(deepcopy=False)[number]
+            if frozen.state == TrialState.RUNNING:
+                Trial(self.study, frozen._trial_id).set_user_attr("failure", f"{trial_id}: {record.get('reason')}")
+                self.study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+                self.say(f"study trial {number} marked failed ({trial_id} crashed {done + 1} time(s)); running the "
+                         f"sweep again retries it as a new study trial with the same parameters")
+        return retry
+
+    def _reopen(self, trial_id: str) -> None:
+        """A trial relaunched after its study trial was told failed gets a fresh study trial with the same
+        parameters, as Optuna's ``RetryFailedTrialCallback`` makes it (``failed_trial`` and ``retry_history`` system
+        attributes), and so do the other seeds of its configuration; the failed trial stays failed in the study."""
+        record = self.state.trials[trial_id]
+        number = record.get("search")
+        if self.study is None or number is None:
+            return
+        from optuna.trial import TrialState
+
+        failed = self.study.get_trials(deepcopy=False)[number]
+        if failed.state != TrialState.FAIL:
+            return
+        from contextlib import nullcontext
+
+        from optuna.trial import create_trial
+
+        from ppo.sweep.slurm_search import claims_locked
+
+        history = [*failed.system_attrs.get("retry_history", []), number]
+        retry = create_trial(state=TrialState.WAITING, params=failed.params, distributions=failed.distributions,
+                             system_attrs={"failed_trial": failed.system_attrs.get("failed_trial", number),
+                                           "retry_history": history})  # what RetryFailedTrialCallback adds
+        with claims_locked(self.dir) if self.plan.is_slurm else nullcontext():  # no array element asks meanwhile
+            self.study.add_trial(retry)
+            asked = self.study.ask(optuna_distributions(self.search))
+        for other in self.state.trials.values():
+            if other.get("search") == number:
+                other.setdefault("failed_search", []).append(number)
+                other["search"] = asked.number
+        self.state.save()
+        self.say(f"study trial {number} failed earlier; {trial_id} runs again as study trial {asked.number}")
+
     # ------------------------------------------------------------------ search on SLURM (ppo.sweep.slurm_search)
     def _elements(self) -> dict[str, str]:
         """Array elements submitted that have not claimed a trial yet: {job id: when submitted}."""
@@ -491,6 +561,7 @@ class SweepRunner:
                      + " ".join(f"{p}={v!r}" for p, v in self._order[trial_id].trial.point.items()))
             self._changed(trial_id, RUNNING, None, jobs=[{"job_id": job_id, "claimed": now()}], job_live=True,
                           attempts=1)
+            self._started.add(trial_id)
         self.state.save()
 
     def _drop_dead_elements(self, states: dict[str, str]) -> None:
@@ -561,6 +632,11 @@ class SweepRunner:
             if not self.plan.is_slurm or time.monotonic() >= next_sacct:
                 self.refresh()
                 next_sacct = time.monotonic() + self.poll_s
+                retry = self._retry_or_fail()
+                if self.plan.is_slurm:
+                    self.launch_slurm(retry)
+                else:
+                    queue += retry
             self.apply_stopping()
             if self.progress.due():
                 self.progress.show(self._progress_lines())

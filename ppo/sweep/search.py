@@ -56,6 +56,9 @@ class Search:
     sampler: str = "tpe"
     seed: int = 0
     storage: str | None = None
+    retries: int = 1
+    """Times a trial that crashes (its process or job ends without completing, not a stop) is relaunched in the same
+    call of the sweep, from its checkpoints; after that its study trial is told failed."""
 
     def check(self) -> None:
         if not isinstance(self.space, Mapping) or not self.space:
@@ -76,6 +79,8 @@ class Search:
             raise ConfigError("Search: the grid sampler needs Choice or IntUniform for every path (a grid of values)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ConfigError(f"Search: seed must be an int, got {self.seed!r}")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise ConfigError(f"Search: retries must be an int >= 0, got {self.retries!r}")
         if self.storage is not None and (not isinstance(self.storage, str) or "://" not in self.storage):
             raise ConfigError(f"Search: storage must be a database URL (sqlite:///..., postgresql://...), got "
                               f"{self.storage!r}")
@@ -130,12 +135,25 @@ def _sampler(search: Search, session: int):
     if search.sampler == "grid":
         grid = {p: list(d.options) if isinstance(d, Choice) else list(range(d.low, d.high + 1))
                 for p, d in search.space.items()}
-        return optuna.samplers.GridSampler(grid, seed=seed)
+        return _grid_sampler(grid, seed)
     try:
         import cmaes  # noqa: F401
     except ImportError:
         raise ConfigError("Search: the cmaes sampler needs the cmaes package (pip install cmaes)") from None
     return optuna.samplers.CmaEsSampler(seed=seed)
+
+
+def _grid_sampler(grid: dict, seed: int):
+    """Optuna's grid sampler without its ``study.stop()`` once every grid point was visited: that works only inside
+    ``study.optimize``, and a tell outside it (the driver's, an array element's) raised ``RuntimeError``.  The sweep
+    stops at ``n_trials`` itself."""
+    import optuna
+
+    class AskTellGrid(optuna.samplers.GridSampler):
+        def after_trial(self, study, trial, state, values) -> None:
+            pass
+
+    return AskTellGrid(grid, seed=seed)
 
 
 def storage_url(search: Search, sweep_dir: Path) -> str:

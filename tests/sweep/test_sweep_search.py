@@ -11,10 +11,11 @@ import sys
 import optuna
 import psutil
 import pytest
-from optuna.storages import JournalStorage
+from optuna.storages import JournalStorage, RetryFailedTrialCallback
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
+from ppo.metrics import read_records
 from ppo.sweep.local import kill_tree
 from ppo.sweep.progress import Progress, Running, progress_lines
 from tests.sweep.conftest import REPO, run_launch, state, write_sweep
@@ -124,3 +125,65 @@ def test_a_cmaes_search_asks_its_trials_from_cma_es(tmp_path):
     assert [t.state for t in frozen] == [TrialState.COMPLETE] * 6
     assert all(0.8 <= t.params["lam"] <= 1.0 and 1e-4 <= t.params["optim.lr"] <= 1e-1 for t in frozen)
     assert [("cma:generation" in t.system_attrs) for t in frozen] == [False] + [True] * 5
+
+
+CRASHES = '''
+search=Search({"fail_attempts": Choice([0, 2]), "lam": Choice([0.9, 0.95])}, n_trials=4, sampler="grid", seed=1,
+              retries=1),
+overrides=["steps=6", "step_s=0.5", "fail_at=3"],
+metric="validation/accuracy", step=6,
+max_parallel=2,
+poll_s=30,
+'''
+
+
+@pytest.mark.slow
+def test_a_crashed_or_killed_trial_is_retried_then_marked_failed_never_lost(tmp_path):
+    """``fail_attempts=2`` configurations raise at step 3 in their first two attempts: retried once in the call,
+    then failed in the study; a ``fail_attempts=0`` trial's process is killed outright at step 2: retried, it
+    completes.  Running the sweep again retries the failed ones as new study trials with the same parameters."""
+    sweep = write_sweep(tmp_path / "crashes.py", CRASHES)
+    sweep_dir = tmp_path / "sweep"
+    argv = [sys.executable, str(REPO / "launch.py"), str(sweep), "--run-dir", str(sweep_dir)]
+    driver = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def healthy_at_step_2():
+            trials = state(sweep_dir) if (sweep_dir / "state.json").exists() else {}
+            logs = {t: sweep_dir / r["run_dir"] / "metrics.jsonl" for t, r in trials.items()
+                    if r["state"] == "running" and r["point"]["fail_attempts"] == 0}
+            return [t for t, log in logs.items() if log.exists() and len(read_records(log)) >= 2]
+        (victim, *_) = wait_for(healthy_at_step_2, 90, "a healthy trial at step 2", poll_s=0.1)
+        kill_tree(state(sweep_dir)[victim]["pid"], grace_s=0)
+        out, _ = driver.communicate(timeout=180)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 1, out  # the fail_attempts=2 trials failed
+    trials = state(sweep_dir)
+    frozen = study_at(sweep_dir, "crashes").get_trials()
+    assert sorted(r["search"] for r in trials.values()) == [t.number for t in frozen] == [0, 1, 2, 3]
+    for trial_id, record in trials.items():
+        t = frozen[record["search"]]
+        retried = record["point"]["fail_attempts"] or trial_id == victim
+        assert t.params == record["point"] and record["attempts"] == (2 if retried else 1)
+        if record["point"]["fail_attempts"]:
+            assert record["state"] == "failed" and "curve failure at step 3" in record["reason"]
+            assert t.state == TrialState.FAIL and t.user_attrs["failure"].startswith(f"{trial_id}: ")
+        else:  # the killed one too: retried in the same call, resumed, complete with its metric
+            assert record["state"] == "done" and t.state == TrialState.COMPLETE
+            assert t.value == pytest.approx(0.5 * reward(1e-3, record["point"]["lam"], 0, 6))
+    assert f"{victim} crashed; retrying it (1 of 1)" in out and out.count("marked failed") == 2
+    # again: the failed configurations run a third attempt (it passes) as new study trials, Optuna's retry of them
+    rc, out, err = run_launch(str(sweep), "--run-dir", str(sweep_dir), cwd=tmp_path, timeout=120)
+    assert rc == 0, out + err
+    again = state(sweep_dir)
+    frozen = study_at(sweep_dir, "crashes").get_trials()
+    assert len(frozen) == 6 and {r["state"] for r in again.values()} == {"done"}
+    for trial_id, record in again.items():
+        if trials[trial_id]["state"] == "failed":
+            t = frozen[record["search"]]
+            assert record["search"] >= 4 and record["failed_search"] == [trials[trial_id]["search"]]
+            assert t.state == TrialState.COMPLETE and t.params == record["point"]
+            assert RetryFailedTrialCallback.retried_trial_number(t) == trials[trial_id]["search"]
+        else:
+            assert record["search"] == trials[trial_id]["search"]
