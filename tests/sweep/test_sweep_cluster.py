@@ -173,3 +173,30 @@ def test_a_search_is_an_array_whose_elements_ask_and_tell_one_journal_study(clus
                                                                       record["point"])
         elements.append(job_id)
     assert sorted(elements) == [f"{array_id}_{i}" for i in range(3)]
+
+
+CRASH = '''
+search=Search({"lam": Uniform(0.8, 1.0)}, n_trials=2, sampler="random", seed=2, retries=1),
+overrides=["steps=6", "step_s=1.0", "fail_at=3", "fail_attempts=1"],
+metric="validation/accuracy", step=6,
+max_parallel=2,
+poll_s=2,
+'''
+
+
+def test_a_search_element_that_crashes_is_resubmitted_and_its_study_trial_completes(cluster, tmp_path):
+    sweep = write_sweep(tmp_path / "crash.py", CRASH)
+    sweep_dir = tmp_path / "sweep"
+    rc, out, err = sweep_cmd(cluster, sweep, sweep_dir, 80)
+    assert rc == 0, out + err
+    storage = JournalStorage(JournalFileBackend(str(sweep_dir / "study.journal")))
+    frozen = optuna.load_study(study_name="crash", storage=storage).get_trials()
+    trials = state(sweep_dir)
+    assert sorted(r["search"] for r in trials.values()) == [t.number for t in frozen] == [0, 1]
+    for trial_id, record in trials.items():
+        t = frozen[record["search"]]
+        assert f"{trial_id} crashed; retrying it (1 of 1)" in out
+        # the element failed at step 3; the resubmitted job resumed and completed; the driver told its metric
+        assert record["state"] == "done" and record["attempts"] == 2 and len(record["jobs"]) == 2
+        assert t.state == TrialState.COMPLETE
+        assert t.value == pytest.approx(0.5 * reward(1e-3, t.params["lam"], 0, 6))
