@@ -47,17 +47,11 @@ from ppo.data import PromptLoader
 from ppo.data.batch import Batch
 from ppo.envs.math_env import MathEnvironment
 from ppo.loop import checkpoints
+from ppo.loop.batches import StepBatches
 from ppo.loop.clock import StepClock
 from ppo.loop.forward import CriticView, LogprobSource
 from ppo.loop.gpu_turns import OwnDevices
-from ppo.loop.off_policy import (
-    CollectAhead,
-    check_staleness,
-    load_in_flight,
-    off_policy_metrics,
-    save_in_flight,
-    with_behaviour_correction,
-)
+from ppo.loop.off_policy import CollectAhead, off_policy_metrics, with_behaviour_correction
 from ppo.loop.records import StepRecords
 from ppo.loop.schedules import Epochs, critic_schedule
 from ppo.loop.settings import PPOSettings
@@ -97,16 +91,8 @@ class PPOTrainer:
         self.records: StepRecords | None = None
         self.workers: RunWorkers | None = None
         self.policy = self.critic = self.engines = self.shipper = None
-        self.collector: Collector | None = None  # one step's batch from the engines (ppo.rollout.collect)
+        self.batches: StepBatches | None = None  # each step's batch: collected now, beside the critic or ahead
         self.schedule = None  # how the critic's work interleaves with the policy's (ppo.loop.schedules)
-        # trainer.critic_beside_generation: the next step's batch, collected while the critic trained, with its env
-        # metrics, timings and the driver bytes it cost (and the loader's state before it, which a checkpoint keeps
-        # so that a resumed run collects that batch again)
-        self.prefetched: tuple[Batch, dict, dict, int] | None = None
-        self.loader_state_before_prefetch: dict | None = None
-        # trainer.max_staleness >= 1: the next step's batch, collected while this step trains (ppo.loop.off_policy);
-        # it lands in `prefetched`, and a checkpoint keeps it (its weights are not the checkpoint's)
-        self.ahead: CollectAhead | None = None
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -143,7 +129,6 @@ class PPOTrainer:
         self.setup_timings.update({k: v for k, v in workers.warm_start.items() if k.startswith("timing/")})
         self.policy, self.critic, self.engines, self.shipper = (workers.policy, workers.critic, workers.engines,
                                                                 workers.shipper)
-        self.collector = self.collector_timed_by(self.clock)
         self.critic_view = CriticView(self.tokenizer, reference_answer=exp.critic.reference_answer)
         # off-policy, logp_old is the proximal policy's: the policy's own pass before its update
         logprobs = LogprobSource("policy" if cfg.max_staleness else cfg.old_logprobs,
@@ -154,10 +139,14 @@ class PPOTrainer:
             beside_generation=workers.critic_beside_generation and not cfg.max_staleness,  # all of it is, off-policy
             overlap=cfg.overlap_critic, epochs=Epochs.of(cfg, exp.seed), logprobs=logprobs,
             critic_view=self.critic_view, critic_threads=exp.critic.num_threads_beside_generation)
+        ahead = None
         if cfg.max_staleness:  # the engines generate while the groups train: no hand-over, only refits
             workers.gpus = OwnDevices(self.policy, self.critic, self.engines, holder="train")
             clock = StepClock()  # the collecting thread's own
-            self.ahead = CollectAhead(self.collector_timed_by(clock).collect, clock, self.engines)
+            ahead = CollectAhead(self.collector_timed_by(clock).collect, clock, self.engines)
+        self.batches = StepBatches(self.collector_timed_by(self.clock), self.loader, self.clock, self.shipper,
+                                   workers.gpus, ahead=ahead, max_staleness=cfg.max_staleness,
+                                   max_steps=cfg.max_steps)
         if resume is not None:
             self.load(resume)
         workers.gpus.refit(workers.refitter)
@@ -174,9 +163,9 @@ class PPOTrainer:
         """One PPO step: the phases of the module docstring, top to bottom."""
         cfg = self.cfg
         self.shipper.new_step()
-        batch, env_metrics = self.next_batch()  # generated with the weights of the last refit, scored and shaped
+        batch, env_metrics = self.batches.next(self.step)  # generated with the weights of a refit, scored, shaped
         self.records.keep_training_samples(batch)
-        self.collect_ahead()  # trainer.max_staleness >= 1: the next step's batch, generated while this one trains
+        self.batches.start_ahead(self.step + 1)  # trainer.max_staleness >= 1: generated while this step trains
         mask = batch.response_mask
 
         self.clock.phase = "values" if self.critic is not None else "logprobs"
@@ -202,11 +191,11 @@ class PPOTrainer:
             policy_steps, critic_steps = self.schedule.update(batch, critic_batch, step=self.step,
                                                               train_policy=train_policy)
         self.count_bad_steps(policy_steps + critic_steps)
-        self.wait_for_batch_ahead()  # the engines end their wave before the refit
+        self.batches.wait_for_ahead()  # the engines end their wave before the refit
         refit_metrics = self.refit_after_update(train_policy)
         critic_epochs = self.schedule.start_after_refit(critic_batch, step=self.step)  # beside generation only
         if critic_epochs.running and self.step + 1 < cfg.max_steps:
-            self.prefetch()  # the next step's batch, collected while the critic trains
+            self.batches.prefetch(self.step + 1)  # the next step's batch, collected while the critic trains
         critic_steps += critic_epochs.finish()
 
         metrics = {"train/token_rewards_std": masked_var(token_rewards, mask).sqrt().item(), **refit_metrics}
@@ -225,62 +214,6 @@ class PPOTrainer:
         if cfg.max_staleness:
             metrics.update(off_policy_metrics(batch, self.step))
         return metrics
-
-    def next_batch(self) -> tuple[Batch, dict]:
-        """This step's batch and its environment metrics: the one collected beside the critic's last update or
-        during the last step (off-policy), or a new one."""
-        if self.prefetched is None and self.ahead is not None:  # the first step, or resumed with none in flight
-            self.ahead.start(self.step, policy_version=self.step)
-            self.wait_for_batch_ahead()
-        if self.prefetched is None:
-            with self.clock.timed("generation"):
-                self.workers.gpus.hand_to("generate")
-                return self.collect(self.step)
-        batch, env_metrics, timings, sent = self.prefetched
-        self.clock.timings.update(timings)
-        self.shipper.bytes += sent  # its prompts count in the step that trains on it, as in order
-        self.prefetched = self.loader_state_before_prefetch = None
-        if self.ahead is not None:
-            check_staleness(batch, self.step, self.cfg.max_staleness)
-        return batch, env_metrics
-
-    def collect(self, step: int) -> tuple[Batch, dict]:
-        try:
-            return self.collector.collect(step)
-        except CollectionStopped as err:
-            raise TrainingStopped(str(err)) from None
-
-    def prefetch(self) -> None:
-        """Collect the next step's batch now (while the critic trains beside generation) into :attr:`prefetched`.
-
-        A checkpoint taken before that step keeps the loader's state from before this batch, so that a resumed run
-        collects it again (same seed, same weights)."""
-        self.loader_state_before_prefetch = self.loader.state_dict()
-        outer, self.clock.timings = self.clock.timings, {}
-        sent = self.shipper.bytes
-        try:
-            with self.clock.timed("generation"):
-                self.workers.gpus.hand_to("generate")
-                batch, env_metrics = self.collect(self.step + 1)
-            self.prefetched = (batch, env_metrics, self.clock.timings, self.shipper.bytes - sent)
-            self.shipper.bytes = sent
-        finally:
-            self.clock.timings = outer
-
-    def collect_ahead(self) -> None:
-        """Off-policy: start collecting the next step's batch with the weights the engines hold, this step's."""
-        if self.ahead is not None and self.step + 1 < self.cfg.max_steps:
-            self.ahead.start(self.step + 1, policy_version=self.step)
-
-    def wait_for_batch_ahead(self) -> None:
-        """The batch collected ahead into :attr:`prefetched` (none started: nothing)."""
-        if self.ahead is None or not self.ahead.running:
-            return
-        with self.clock.timed("waiting_for_generation"):
-            try:
-                self.prefetched = self.ahead.wait()
-            except CollectionStopped as err:
-                raise TrainingStopped(str(err)) from None
 
     def kl_to_reference(self, batch: Batch) -> torch.Tensor | None:
         """The per-token KL to the reference ``[B, T]`` (0 off the mask), when a KL term asked for ``logp_ref``."""
@@ -322,15 +255,11 @@ class PPOTrainer:
     def save(self, metric: float | None = None) -> None:
         """The step's checkpoint (:func:`ppo.loop.checkpoints.save_checkpoint`), then the pruning of old ones."""
         self.workers.gpus.hand_to("train")  # the workers' weights must be on their device to be saved
-        # a batch prefetched beside the critic is collected again on resume (the same weights); one collected ahead
-        # is kept (it was generated with the weights before the checkpoint's)
-        in_flight = self.prefetched if self.ahead is not None else None
-        loader = (self.loader_state_before_prefetch if self.prefetched is not None and in_flight is None
-                  else self.loader.state_dict())
+        loader, in_flight = self.batches.checkpoint_state()
         state = {"step": self.step, "loader": loader, "kl": self.kl.state_dict(),
                  "bad_steps": self.bad_steps, "metric": metric}
         checkpoints.save_checkpoint(self.run_dir, self.step, self.policy, self.critic, state,
-                                    extra=None if in_flight is None else lambda into: save_in_flight(into, in_flight))
+                                    extra=self.batches.save_in_flight(in_flight))
         checkpoints.prune_checkpoints(self.run_dir, keep_latest=self.cfg.keep_checkpoints,
                                       keep_best=self.cfg.keep_best, best_mode=self.cfg.best_mode)
 
@@ -340,8 +269,7 @@ class PPOTrainer:
         self.kl.load_state_dict(state["kl"])
         self.bad_steps = state["bad_steps"]
         self.step = state["step"]
-        if self.ahead is not None:
-            self.prefetched = load_in_flight(path)
+        self.batches.resume(path)
         print(f"[ppo] resumed from {path} (step {self.step})", flush=True)
 
     # ------------------------------------------------------------------ the loop
@@ -359,6 +287,8 @@ class PPOTrainer:
                 self.clock.timings = {}
                 try:
                     metrics = self.train_step()
+                except CollectionStopped as err:
+                    raise TrainingStopped(str(err)) from None
                 except WorkerTimeout as err:
                     latest = checkpoints.latest_checkpoint(self.run_dir)
                     raise TrainingStopped(f"step {self.step + 1}, {self.clock.phase}: {err}; "
@@ -411,8 +341,8 @@ class PPOTrainer:
         """Close the logs and the math workers, end this run's actors and placement, and stop Ray if this run
         started it (a driver that joined a runtime, such as a test's, leaves it running).  Safe after a setup that
         failed part way: only what exists is closed (a failed start ends its own workers)."""
-        if self.ahead is not None:
-            self.ahead.close()
+        if self.batches is not None:
+            self.batches.close()
         if self.records is not None:
             self.records.close()
         if self.env is not None:

@@ -53,19 +53,18 @@ class Recorder:
 def record(monkeypatch) -> Recorder:
     """Make every PPOTrainer of this process record what it sees into the returned :class:`Recorder`."""
     import ppo.loop.trainer
-    from ppo.loop.trainer import PPOTrainer
     from ppo.rollout.collect import Collector
 
     seen = Recorder()
-    rollout, collect, estimate = Collector.rollout, PPOTrainer.collect, ppo.loop.trainer.estimate_advantages
+    rollout, collect, estimate = Collector.rollout, Collector.collect, ppo.loop.trainer.estimate_advantages
 
     def recording_rollout(self, records, **kwargs):
         batch, env_metrics = rollout(self, records, **kwargs)
         seen.rollouts.append({"scores": batch.scores.clone()})
         return batch, env_metrics
 
-    def recording_collect(self, step):
-        batch, env_metrics = collect(self, step)
+    def recording_collect(self, step, **kwargs):
+        batch, env_metrics = collect(self, step, **kwargs)
         seen.batches.append({k: v.clone() for k, v in batch.fields().items() if isinstance(v, torch.Tensor)})
         return batch, env_metrics
 
@@ -97,7 +96,7 @@ def record(monkeypatch) -> Recorder:
     monkeypatch.setattr(EnginePool, "wake_up", recording_wake_up)
     monkeypatch.setattr(Refitter, "__call__", recording_stream)
     monkeypatch.setattr(Collector, "rollout", recording_rollout)
-    monkeypatch.setattr(PPOTrainer, "collect", recording_collect)
+    monkeypatch.setattr(Collector, "collect", recording_collect)
     monkeypatch.setattr(ppo.loop.trainer, "estimate_advantages", recording_estimate)
     return seen
 
