@@ -39,55 +39,16 @@ def test_max_staleness_0_is_the_loop_before_it(ray_runtime, tmp_path):  # noqa: 
     assert now == before
 
 
+ONE_STEP_OFF = ("trainer.max_staleness=1", "reward_shaping.scale=True", "reward_shaping.overlong_buffer=2",
+                "trainer.dynamic_sampling=True", "trainer.kl_in_reward_coef=0.05", "trainer.kl_target=0.001")
+"""k = 1 with DAPO's reward scaling, overlong shaping, dynamic sampling and an adaptive KL in the reward: one run
+serves the tests below (each full run costs CI ~40 s)."""
+
+
 @pytest.fixture(scope="module")
 def one_step_off(ray_runtime, tmp_path_factory):  # noqa: F811
-    """Three steps with k = 1, validated at the end."""
-    return run_tiny(tmp_path_factory.mktemp("k1") / "run", "trainer.max_staleness=1")
-
-
-def test_each_batch_after_the_first_was_generated_one_update_before_it_trains(one_step_off):
-    m = one_step_off
-    assert m["train/staleness_max"] == {"1": 0.0, "2": 1.0, "3": 1.0}
-    assert m["train/staleness_mean"] == m["train/staleness_max"]
-    # the engine's logprobs (behaviour) against logp_old, recomputed by the policy (proximal): the same weights at
-    # step 1 (float32 on CPU agrees to ~1e-6 a token), one update apart after it; a batch collected after the refit
-    # (with the proximal weights) would show step 1's agreement at every step
-    error = m["train/token_mult_prob_error"]
-    assert error["1"] < 1.0001 and min(error["2"], error["3"]) > 1.001
-    kl = m["train/kl_behaviour_to_current"]
-    assert kl["1"] < 1e-8 and min(kl["2"], kl["3"]) > 1e-6
-    for step in ("2", "3"):
-        assert m["train/is_weight_min"][step] < 1 < m["train/is_weight_max"][step]
-    assert "timing/train/waiting_for_generation" in m and m["validation/accuracy"]["3"] > 0
-
-
-def test_a_run_stopped_with_a_batch_in_flight_resumes_to_the_same_metrics(one_step_off, tmp_path):
-    """A fresh trainer per part, as after a kill: what continues comes from the checkpoint on disk (the batch in
-    flight was generated with weights the checkpoint does not hold, so it is kept, not collected again)."""
-    import dataclasses
-
-    from ppo.launch.prepare import Request, prepare
-    from ppo.loop.off_policy import IN_FLIGHT
-    from ppo.loop.trainer import PPOTrainer
-    from ppo.models.sources import HFCheckpoint
-
-    experiment = prepare(Request(str(ROOT / "experiments" / "tiny_cpu.py"),
-                                 [*FEW_STEPS, "trainer.max_staleness=1"])).experiment
-    experiment = dataclasses.replace(experiment, model=HFCheckpoint(str(shared_warm_start())),
-                                     trainer=dataclasses.replace(experiment.trainer, warm_start_steps=0))
-    run_dir = tmp_path / "run"
-    first = PPOTrainer(experiment, run_dir)
-    assert first.run(should_stop=lambda: first.step == 2) == "stopped"
-    assert (run_dir / "checkpoints" / "step_000002" / IN_FLIGHT).is_file()
-    assert PPOTrainer(experiment, run_dir).run() == "completed"
-    assert trained(load_metrics(run_dir)) == trained(one_step_off)
-
-
-def test_shaping_dynamic_sampling_and_kl_in_the_reward_work_on_batches_collected_ahead(ray_runtime, monkeypatch,  # noqa: F811
-                                                                                        tmp_path):
-    """The collecting thread shapes, filters and regenerates as the on-policy loop does: every batch trained on (each
-    recorded where the collector returns it) holds DAPO's scaled, overlong-shaped rewards and only prompt groups with
-    a reward spread; the KL to the reference enters the rewards and its coefficient adapts towards the target."""
+    """Three steps of :data:`ONE_STEP_OFF`, validated at the end: the metrics, and each batch as the collector
+    returned it (the collecting thread's included) with its step."""
     from ppo.rollout.collect import Collector
 
     collected, collect = [], Collector.collect
@@ -97,13 +58,57 @@ def test_shaping_dynamic_sampling_and_kl_in_the_reward_work_on_batches_collected
         collected.append((step, batch))
         return batch, env_metrics
 
-    monkeypatch.setattr(Collector, "collect", recording_collect)
-    m = run_tiny(tmp_path / "run", "trainer.max_staleness=1", "reward_shaping.scale=True",
-                 "reward_shaping.overlong_buffer=2", "trainer.dynamic_sampling=True", "trainer.kl_in_reward_coef=0.05",
-                 "trainer.kl_target=0.001")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Collector, "collect", recording_collect)
+        metrics = run_tiny(tmp_path_factory.mktemp("k1") / "run", *ONE_STEP_OFF)
+    return metrics, collected
+
+
+def test_each_batch_after_the_first_was_generated_one_update_before_it_trains(one_step_off):
+    m, collected = one_step_off
     assert m["train/staleness_max"] == {"1": 0.0, "2": 1.0, "3": 1.0}
+    assert m["train/staleness_mean"] == m["train/staleness_max"]
     assert [step for step, _ in collected] == [0, 1, 2]
     assert [batch.policy_version.unique().tolist() for _, batch in collected] == [[0], [0], [1]]
+    # the engine's logprobs (behaviour) against logp_old, recomputed by the policy (proximal): the same weights at
+    # step 1 (float32 on CPU agrees to ~1e-6 a token), one update apart after it; a batch collected after the refit
+    # (with the proximal weights) would show step 1's agreement at every step
+    error = m["train/token_mult_prob_error"]
+    assert error["1"] < 1.0001 and min(error["2"], error["3"]) > 1.001
+    kl = m["train/kl_behaviour_to_current"]
+    assert kl["1"] < 1e-8 and min(kl["2"], kl["3"]) > 1e-6
+    for step in ("2", "3"):
+        assert m["train/is_weight_min"][step] < 1 < m["train/is_weight_max"][step]
+    assert "timing/train/waiting_for_generation" in m and set(m["validation/accuracy"]) == {"0", "3"}
+
+
+def test_a_run_stopped_with_a_batch_in_flight_resumes_to_the_same_metrics(one_step_off, tmp_path):
+    """A fresh trainer per part, as after a kill: what continues comes from the checkpoint on disk (the batch in
+    flight was generated with weights the checkpoint does not hold, so it is kept, not collected again; the KL
+    coefficient and the loader come back with it)."""
+    import dataclasses
+
+    from ppo.launch.prepare import Request, prepare
+    from ppo.loop.off_policy import IN_FLIGHT
+    from ppo.loop.trainer import PPOTrainer
+    from ppo.models.sources import HFCheckpoint
+
+    experiment = prepare(Request(str(ROOT / "experiments" / "tiny_cpu.py"), [*FEW_STEPS, *ONE_STEP_OFF])).experiment
+    experiment = dataclasses.replace(experiment, model=HFCheckpoint(str(shared_warm_start())),
+                                     trainer=dataclasses.replace(experiment.trainer, warm_start_steps=0))
+    run_dir = tmp_path / "run"
+    first = PPOTrainer(experiment, run_dir)
+    assert first.run(should_stop=lambda: first.step == 2) == "stopped"
+    assert (run_dir / "checkpoints" / "step_000002" / IN_FLIGHT).is_file()
+    assert PPOTrainer(experiment, run_dir).run() == "completed"
+    assert trained(load_metrics(run_dir)) == trained(one_step_off[0])
+
+
+def test_shaping_dynamic_sampling_and_kl_in_the_reward_work_on_batches_collected_ahead(one_step_off):
+    """The collecting thread shapes, filters and regenerates as the on-policy loop does: every batch trained on holds
+    DAPO's scaled, overlong-shaped rewards and only prompt groups with a reward spread; the KL to the reference
+    enters the rewards and its coefficient adapts towards the target."""
+    m, collected = one_step_off
     for _, batch in collected:
         for score, length, reward in zip(batch.scores.tolist(), batch.response_lengths.tolist(),
                                          batch.rewards.tolist()):
