@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ppo.config.errors import ConfigError
-from ppo.launch.rundir import GitState, git_state, read_json, write_json, write_run_dir
+from ppo.launch.rundir import GitState, git_state, read_json, write_json
 from ppo.metrics import MetricsFormatError, last_step, load_metrics
 from ppo.sweep import slurm as slurm_trials
 from ppo.sweep.local import LocalTrials, outcome
@@ -49,6 +49,7 @@ from ppo.sweep.progress import Progress, Running, progress_lines
 from ppo.sweep.search import open_study, optuna_distributions, storage_url
 from ppo.sweep.state import DONE, FAILED, FINISHED, PENDING, RUNNING, STOPPED, SWEEP_FILE, SweepState, now
 from ppo.sweep.stopping import judge, value_at
+from ppo.sweep.trial_dir import create_trial_dir
 
 WATCH_S = 0.25
 """Seconds between looks at the running trials' metrics files (a ``stat`` each; re-read only when changed)."""
@@ -75,17 +76,6 @@ def sweep_record(plan: SweepPlan, sweep_dir: Path) -> dict:
         "trials": [{"id": t.trial.id, "config_id": t.trial.config_id, "point": t.trial.point, "seed": t.trial.seed,
                     "overrides": t.overrides} for t in plan.trials],
     }
-
-
-def create_trial_dir(plan: SweepPlan, planned: PlannedTrial, run_dir: Path, git: GitState, sweep_dir: Path) -> None:
-    """The trial's run directory, as ``launch.py`` writes a run's, its ``launch.json`` naming the sweep."""
-    argv = [str(plan.loaded.base_path), *planned.overrides, "--executor", plan.kind]
-    if run_dir.exists() and not (run_dir / "config.json").exists():
-        shutil.rmtree(run_dir)  # left half-written by a driver killed while writing it: no job ever ran there
-    write_run_dir(planned.prepared, argv, run_dir, git)
-    record = read_json(run_dir / "launch.json")
-    record["sweep"] = {"id": plan.loaded.name, "dir": str(sweep_dir), "trial": planned.trial.id}
-    write_json(run_dir / "launch.json", record)
 
 
 class SweepRunner:

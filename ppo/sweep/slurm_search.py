@@ -105,9 +105,9 @@ def ask_and_claim(sweep_dir: Path, job_id: str, git: GitState) -> dict:
     from optuna.trial import TrialState
 
     from ppo.sweep.plan import plan_trial
-    from ppo.sweep.runner import create_trial_dir
     from ppo.sweep.search import open_study, optuna_distributions
     from ppo.sweep.slurm import FOLDER
+    from ppo.sweep.trial_dir import create_trial_dir
 
     plan = _plan(sweep_dir)
     spec = plan.loaded.spec
