@@ -6,9 +6,10 @@ Three ways, chosen by the run's settings:
 - **beside the critic** (``trainer.critic_beside_generation``): the previous step collected it while the critic's
   epochs ran (:meth:`StepBatches.prefetch`); a checkpoint keeps the loader's state from before it, so that a resumed
   run collects it again with the same weights and seed;
-- **ahead** (``trainer.max_staleness`` >= 1, :mod:`ppo.loop.off_policy`): a thread collected it during the previous
-  step with the weights the engines held then; a checkpoint keeps the batch itself, whose weights are older than the
-  checkpoint's.
+- **ahead** (``trainer.max_staleness`` = k >= 1, :mod:`ppo.loop.off_policy`): a thread collected it during the
+  step k before it (or, for the first k+1 steps, with the starting weights); a checkpoint keeps the k batches in
+  flight themselves, whose weights are older than the checkpoint's.  A run resumed at a smaller k drops those that
+  would be too old (:meth:`StepBatches.resume` says so).
 
 A collection the recipe stops (dynamic sampling out of tries) raises
 :class:`ppo.rollout.collect.CollectionStopped`; the trainer turns it into a stop of the run.
@@ -20,8 +21,9 @@ from pathlib import Path
 
 from ppo.data import PromptLoader
 from ppo.data.batch import Batch
+from ppo.loop import off_policy
 from ppo.loop.clock import StepClock
-from ppo.loop.off_policy import CollectAhead, Collected, check_staleness, load_in_flight, save_in_flight
+from ppo.loop.off_policy import CollectAhead, Collected, check_staleness, usable_in_flight, waves_to_start
 from ppo.rollout.collect import Collector
 from ppo.workers.traffic import Shipper
 
@@ -34,24 +36,32 @@ class StepBatches:
                  ahead: CollectAhead | None = None, max_staleness: int = 0, max_steps: int):
         self.collector, self.loader, self.clock, self.shipper, self.gpus = collector, loader, clock, shipper, gpus
         self.ahead, self.max_staleness, self.max_steps = ahead, max_staleness, max_steps
-        self.ready: Collected | None = None  # the next step's batch, collected beside the critic or ahead
+        self.ready: Collected | None = None  # the next step's batch, collected beside the critic
         self.loader_state_before_prefetch: dict | None = None
 
     def next(self, step: int) -> tuple[Batch, dict]:
         """Step ``step``'s batch and its environment metrics."""
-        if self.ready is None and self.ahead is not None:  # the first step, or resumed with none in flight
-            self.ahead.start(step, policy_version=step)
-            self.wait_for_ahead()
+        if self.ahead is not None:
+            if not self.ahead.in_flight:  # the first step, or resumed with none in flight
+                self.ahead.start(step, policy_version=step)
+                self.wait_for_ahead()
+            batch, env_metrics = self.use(self.ahead.take())
+            check_staleness(batch, step, self.max_staleness)
+            return batch, env_metrics
         if self.ready is None:
             with self.clock.timed("generation"):
                 self.gpus.hand_to("generate")
                 return self.collector.collect(step)
-        batch, env_metrics, timings, sent = self.ready
+        collected, self.ready = self.ready, None
+        self.loader_state_before_prefetch = None
+        return self.use(collected)
+
+    def use(self, collected: Collected) -> tuple[Batch, dict]:
+        """A batch collected before its step: its collection's timings and bytes count in the step that trains on
+        it, as in order."""
+        batch, env_metrics, timings, sent = collected
         self.clock.timings.update(timings)
-        self.shipper.bytes += sent  # its prompts count in the step that trains on it, as in order
-        self.ready = self.loader_state_before_prefetch = None
-        if self.ahead is not None:
-            check_staleness(batch, step, self.max_staleness)
+        self.shipper.bytes += sent
         return batch, env_metrics
 
     def prefetch(self, step: int) -> None:
@@ -69,34 +79,46 @@ class StepBatches:
             self.clock.timings = outer
 
     def start_ahead(self, step: int) -> None:
-        """Off-policy: start collecting step ``step``'s batch with the weights the engines hold, those of the step
-        before it."""
-        if self.ahead is not None and step < self.max_steps:
-            self.ahead.start(step, policy_version=step - 1)
+        """Off-policy, once step ``step`` has its batch: start collecting the batches of the steps up to
+        ``max_staleness`` ahead (:func:`ppo.loop.off_policy.waves_to_start`) with the weights the engines hold,
+        those of step ``step``."""
+        if self.ahead is None:
+            return
+        for ahead in waves_to_start(step, self.ahead.in_flight, self.max_staleness, self.max_steps):
+            self.ahead.start(ahead, policy_version=step)
 
     def wait_for_ahead(self) -> None:
-        """The batch collected ahead, ready for the next step (none started: nothing)."""
-        if self.ahead is None or not self.ahead.running:
+        """Until the batches collected ahead are (the engines idle, for the refit); none started: nothing."""
+        if self.ahead is None or not self.ahead.in_flight:
             return
         with self.clock.timed("waiting_for_generation"):
-            self.ready = self.ahead.wait()
+            self.ahead.wait()
 
-    def checkpoint_state(self) -> tuple[dict, Collected | None]:
-        """What a checkpoint taken now keeps: the loader's state, and the batch in flight (collected ahead) if any."""
+    def checkpoint_state(self) -> tuple[dict, list[Collected]]:
+        """What a checkpoint taken now keeps: the loader's state, and the batches in flight (collected ahead)."""
         if self.ahead is not None:
-            return self.loader.state_dict(), self.ready
+            return self.loader.state_dict(), self.ahead.wait()
         if self.ready is not None:
-            return self.loader_state_before_prefetch, None
-        return self.loader.state_dict(), None
+            return self.loader_state_before_prefetch, []
+        return self.loader.state_dict(), []
 
-    def save_in_flight(self, in_flight: Collected | None):
+    def save_in_flight(self, in_flight: list[Collected]):
         """The checkpoint writer's ``extra`` for ``in_flight`` (None with nothing in flight)."""
-        return None if in_flight is None else (lambda directory: save_in_flight(directory, in_flight))
+        return (lambda directory: off_policy.save_in_flight(directory, in_flight)) if in_flight else None
 
-    def resume(self, checkpoint: Path) -> None:
-        """A resumed run trains next on the batch the checkpoint kept in flight (off-policy)."""
+    def resume(self, checkpoint: Path, step: int) -> None:
+        """A run resumed at step ``step`` trains next on the batches the checkpoint kept in flight (off-policy), as
+        many as its ``max_staleness`` allows (:func:`ppo.loop.off_policy.usable_in_flight`); it says what it drops,
+        whose prompts the loader has gone past."""
+        in_flight = off_policy.load_in_flight(checkpoint)
+        kept = usable_in_flight([int(b.policy_version.min()) for b, *_ in in_flight], step, self.max_staleness)
+        if kept < len(in_flight):
+            dropped = sum(b.rows for b, *_ in in_flight[kept:])
+            print(f"[ppo] resumed at trainer.max_staleness={self.max_staleness}: {len(in_flight) - kept} of the "
+                  f"checkpoint's {len(in_flight)} batches in flight would train too old; dropped ({dropped} samples, "
+                  f"whose prompts are not collected again)", flush=True)
         if self.ahead is not None:
-            self.ready = load_in_flight(checkpoint)
+            self.ahead.resume(in_flight[:kept])
 
     def close(self) -> None:
         if self.ahead is not None:

@@ -16,7 +16,7 @@ One step, in order (docs/ppo.md, section 2, says what each phase does and why th
    11. log                                       (metrics.jsonl, the console line)
    12. checkpoint every checkpoint_period steps   (policy, critic, optimizers, loader, counters — atomically)
 
-With ``trainer.max_staleness`` >= 1 the engines collect step t+1's batch while step t's critic and policy train
+With ``trainer.max_staleness`` = k >= 1 the engines collect step t+k's batch while step t's critic and policy train
 (:mod:`ppo.loop.off_policy`): only the first step waits for its batch, the refit follows the update (and the end
 of the collection), and the loss corrects from the engine's policy to the proximal one.
 
@@ -165,7 +165,7 @@ class PPOTrainer:
         self.shipper.new_step()
         batch, env_metrics = self.batches.next(self.step)  # generated with the weights of a refit, scored, shaped
         self.records.keep_training_samples(batch)
-        self.batches.start_ahead(self.step + 1)  # trainer.max_staleness >= 1: generated while this step trains
+        self.batches.start_ahead(self.step)  # trainer.max_staleness >= 1: generated while this step trains
         mask = batch.response_mask
 
         self.clock.phase = "values" if self.critic is not None else "logprobs"
@@ -269,7 +269,7 @@ class PPOTrainer:
         self.kl.load_state_dict(state["kl"])
         self.bad_steps = state["bad_steps"]
         self.step = state["step"]
-        self.batches.resume(path)
+        self.batches.resume(path, self.step)
         print(f"[ppo] resumed from {path} (step {self.step})", flush=True)
 
     # ------------------------------------------------------------------ the loop
