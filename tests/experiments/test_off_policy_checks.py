@@ -58,3 +58,25 @@ def test_off_policy_the_loss_corrects_from_the_engines_policy_to_the_proximal_on
     assert with_behaviour_correction(named).policy.loss.is_correction == "icepop"
     # on-policy, a correction beside the engine's logp_old is still refused (the two are the same numbers there)
     assert "corrects for the engine's logprobs" in refusal("tiny_cpu", "policy.loss.is_correction='icepop'")
+
+
+def test_max_staleness_is_a_sweep_axis_each_value_checked_before_anything_exists(tmp_path, capsys):
+    """A grid over ``trainer.max_staleness`` on the embedded default: the dry run prepares every trial (the value
+    reaches the trainer's settings), and a value the settings refuse is the sweep's one-line refusal."""
+    from tests.launch.conftest import launch_script
+    from tests.sweep.conftest import write_sweep
+
+    body = ('axes=[Grid({"trainer.max_staleness": [0, 1, 2]})], seeds=[0], metric="validation/accuracy", '
+            'step=3, overrides=["trainer.max_steps=3"],')
+    sweep = write_sweep(tmp_path / "staleness.py", body, base=REPO / "experiments" / "tiny_cpu.py")
+    assert launch_script().main([str(sweep), "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "trials:     3 = 3 configuration(s) x 1 seed(s)" in out
+    assert "    trainer.max_staleness = 1  (was 0)" in out and "    trainer.max_staleness = 2  (was 0)" in out
+    bad = write_sweep(tmp_path / "bad.py", body.replace("[0, 1, 2]", "[0, -1]"),
+                      base=REPO / "experiments" / "tiny_cpu.py")
+    assert launch_script().main([str(bad), "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "trainer.max_staleness must be >= 0 (0: on-policy), got -1" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.py", "staleness.py"]
