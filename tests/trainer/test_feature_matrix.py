@@ -11,8 +11,8 @@ option's wiring from the config to the loop is cut, not only when its formula is
     vapo             decoupled λ with the length-adaptive α, positive-example NLL, no advantage whitening, ICEPOP,
                      KL loss with the on-policy weights
     heavy KL         the vapo run's first step with a 100× KL loss: the policy stays closer to the reference
-    critic-free      GRPO (with seq-mask-tis), RLOO, raw reward, REINFORCE++ without and with its baseline (one step
-                     each)
+    critic-free      GRPO (2 steps at trainer.max_staleness=1, with seq-mask-tis and a KL loss), RLOO, raw reward,
+                     REINFORCE++ without and with its baseline (one step each)
     short batch      dynamic sampling that keeps too few samples stops a run with trainer.short_batch="fail"
     warm critic      the critic of the vapo run, from its HF export (one step)
     overlap          the vapo run's first 2 steps with the critic working beside the policy: the same numbers
@@ -327,26 +327,34 @@ def _rtg(call, *, baseline: bool):
     return ref.return_to_go(rewards, mask, 1.0), mask
 
 
-SEQUENCE_MASK = ("policy.loss.is_correction='seq-mask-tis'", "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0",
-                 "trainer.old_logprobs='policy'")
-"""Rides along the GRPO run: with the bounds [1, 1] a sequence survives only if every logprob agrees to the bit."""
+GRPO_ONE_STEP_OFF = ("trainer.max_steps=2", "trainer.max_staleness=1", "policy.loss.is_correction='seq-mask-tis'",
+                     "policy.loss.is_low=1.0", "policy.loss.is_cap=1.0", "policy.loss.kl_coef=0.01",
+                     "policy.loss.kl_on_policy_approx=True")
+"""The GRPO run goes one step further off-policy (trainer.max_staleness=1: step 2 trains on a batch of the weights
+before step 1's update), with seq-mask-tis and a KL loss: with the bounds [1, 1] a sequence survives only if every
+logprob agrees to the bit; the KL term is weighted on-policy, so the mask does not zero it."""
 
 
 @pytest.mark.parametrize("fiddler", CRITIC_FREE)
 def test_each_critic_free_estimator_computes_the_advantages(ray_runtime, recorder, tmp_path, fiddler):  # noqa: F811
     # no warm start: the untrained model's answer lengths vary, and the overlong penalty turns them into rewards
-    m = run_tiny(tmp_path / fiddler, "trainer.max_steps=1", "trainer.prompts_per_step=16", "trainer.warm_start_steps=0",
-                 "reward_shaping.overlong_buffer=4", *(SEQUENCE_MASK if fiddler == "grpo" else ()),
-                 fiddlers=(fiddler,))
+    m = run_tiny(tmp_path / fiddler, "trainer.prompts_per_step=16", "trainer.warm_start_steps=0",
+                 "reward_shaping.overlong_buffer=4", *(GRPO_ONE_STEP_OFF if fiddler == "grpo" else
+                                                       ("trainer.max_steps=1",)), fiddlers=(fiddler,))
     assert "train/critic/loss" not in m, "a critic-free run trained a critic"
     if fiddler == "grpo":
+        print({name: m[name] for name in ("train/is_oob_ratio", "train/kl_penalty", "train/kl_behaviour_to_current")})
+        assert m["train/staleness_max"] == {"1": 0.0, "2": 1.0}
         assert m["train/is_oob_ratio"]["1"] > 0.2  # 0 if the correction fell back to the default (tis, cap 2)
-    (call,) = recorder.estimates
-    mask = call["mask"].bool()
-    expected = CRITIC_FREE[fiddler](call)
-    if fiddler in ONE_PER_SAMPLE:
-        expected = [[a * on for on in row] for a, row in zip(expected, mask.tolist())]
-    assert flat(lists(call["advantages"])) == pytest.approx(flat(expected), abs=1e-4)
+        assert m["train/is_oob_ratio"]["2"] == 1.0  # no stale sequence agrees to the bit with the proximal policy
+        assert m["train/kl_penalty"]["2"] > 0  # the KL loss on the stale batch
+    assert len(recorder.estimates) == len(m["train/reward"])
+    for call in recorder.estimates:
+        mask = call["mask"].bool()
+        expected = CRITIC_FREE[fiddler](call)
+        if fiddler in ONE_PER_SAMPLE:
+            expected = [[a * on for on in row] for a, row in zip(expected, mask.tolist())]
+        assert flat(lists(call["advantages"])) == pytest.approx(flat(expected), abs=1e-4)
 
 
 def test_a_critic_warm_started_from_an_earlier_run_explains_the_returns_from_step_1(vapo_run, tmp_path):

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ppo.metrics import load_metrics
+from tests.algorithms import reference as ref
 
 from .inprocess import FEW_STEPS, ROOT, ray_runtime, run_tiny, shared_warm_start  # noqa: F401 - the Ray fixture
 
@@ -39,33 +40,51 @@ def test_max_staleness_0_is_the_loop_before_it(ray_runtime, tmp_path):  # noqa: 
     assert now == before
 
 
+VAPO_ALPHA = 0.5
+ICEPOP_BOUNDS = (0.999, 1.001)
+"""Tight enough that the fresh first batch (engine and policy agree to ~1e-6 a token on CPU) keeps every token and
+the stale ones lose some."""
 ONE_STEP_OFF = ("trainer.max_staleness=1", "reward_shaping.scale=True", "reward_shaping.overlong_buffer=2",
-                "trainer.dynamic_sampling=True", "trainer.kl_in_reward_coef=0.05", "trainer.kl_target=0.001")
-"""k = 1 with DAPO's reward scaling, overlong shaping, dynamic sampling and an adaptive KL in the reward: one run
-serves the tests below (each full run costs CI ~40 s)."""
+                "trainer.dynamic_sampling=True", "trainer.kl_in_reward_coef=0.05", "trainer.kl_target=0.001",
+                "advantage.lam_value=1.0", f"advantage.length_adaptive_alpha={VAPO_ALPHA}",
+                "advantage.whiten_advantages=False", "policy.loss.is_correction='icepop'",
+                f"policy.loss.is_low={ICEPOP_BOUNDS[0]}", f"policy.loss.is_cap={ICEPOP_BOUNDS[1]}")
+"""k = 1 with DAPO's reward scaling, overlong shaping, dynamic sampling, an adaptive KL in the reward, VAPO's λ
+(λ_value 1, the length-adaptive policy λ, advantages as GAE gives them) and ICEPOP: one run serves the tests below
+(each full run costs CI ~40 s; the KL loss, which excludes the KL in the reward, is proven off-policy by the GRPO
+run of test_feature_matrix.py)."""
 
 
 @pytest.fixture(scope="module")
 def one_step_off(ray_runtime, tmp_path_factory):  # noqa: F811
-    """Three steps of :data:`ONE_STEP_OFF`, validated at the end: the metrics, and each batch as the collector
-    returned it (the collecting thread's included) with its step."""
+    """Three steps of :data:`ONE_STEP_OFF`, validated at the end: the metrics, each batch as the collector
+    returned it (the collecting thread's included) with its step, and each step's estimator call (its inputs and
+    outputs)."""
+    import ppo.loop.trainer
     from ppo.rollout.collect import Collector
 
     collected, collect = [], Collector.collect
+    estimates, estimate = [], ppo.loop.trainer.estimate_advantages
 
     def recording_collect(self, step, **kwargs):
         batch, env_metrics = collect(self, step, **kwargs)
         collected.append((step, batch))
         return batch, env_metrics
 
+    def recording_estimate(estimator, **inputs):
+        advantages, returns = estimate(estimator, **inputs)
+        estimates.append({**inputs, "advantages": advantages, "returns": returns})
+        return advantages, returns
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Collector, "collect", recording_collect)
+        patch.setattr(ppo.loop.trainer, "estimate_advantages", recording_estimate)
         metrics = run_tiny(tmp_path_factory.mktemp("k1") / "run", *ONE_STEP_OFF)
-    return metrics, collected
+    return metrics, collected, estimates
 
 
 def test_each_batch_after_the_first_was_generated_one_update_before_it_trains(one_step_off):
-    m, collected = one_step_off
+    m, collected, _ = one_step_off
     assert m["train/staleness_max"] == {"1": 0.0, "2": 1.0, "3": 1.0}
     assert m["train/staleness_mean"] == m["train/staleness_max"]
     assert [step for step, _ in collected] == [0, 1, 2]
@@ -108,7 +127,7 @@ def test_shaping_dynamic_sampling_and_kl_in_the_reward_work_on_batches_collected
     """The collecting thread shapes, filters and regenerates as the on-policy loop does: every batch trained on holds
     DAPO's scaled, overlong-shaped rewards and only prompt groups with a reward spread; the KL to the reference
     enters the rewards and its coefficient adapts towards the target."""
-    m, collected = one_step_off
+    m, collected, _ = one_step_off
     for _, batch in collected:
         for score, length, reward in zip(batch.scores.tolist(), batch.response_lengths.tolist(),
                                          batch.rewards.tolist()):
@@ -122,3 +141,31 @@ def test_shaping_dynamic_sampling_and_kl_in_the_reward_work_on_batches_collected
     assert max(kl) > 0
     for step, measured in enumerate(kl):  # the adaptive coefficient moves towards its target
         assert math.copysign(1, coef[step + 1] - coef[step]) == math.copysign(1, measured - 0.001)
+
+
+def test_vapo_lambdas_and_icepop_work_on_stale_batches(one_step_off):
+    """GAE on the stale trajectories with the current critic's values: λ_value = 1 (the critic's targets are the
+    return-to-go) and each sample's own policy λ = 1 − 1/(α·length), against the float64 references; ICEPOP drops
+    a token exactly when its behaviour → proximal weight leaves its bounds, so none at the fresh first step and some
+    at the stale ones."""
+    m, _, estimates = one_step_off
+    print({name: m[name] for name in ("train/is_weight_min", "train/is_weight_max", "train/is_oob_ratio")})
+    assert len(estimates) == 3 and m["train/staleness_max"] == {"1": 0.0, "2": 1.0, "3": 1.0}
+    for call in estimates:
+        mask = call["mask"].bool()
+        lambdas = [min(max(1 - 1 / max(VAPO_ALPHA * n, 1.0), 0.0), 1.0) for n in mask.sum(-1).tolist()]
+        assert len(set(lambdas)) > 1, "every sample had the same length: λ was not length-adaptive here"
+        rewards, values = call["token_rewards"].double().tolist(), call["values"].double().tolist()
+        returns = ref.return_to_go(rewards, mask.tolist(), 1.0)
+        assert flat((call["returns"] * mask).double().tolist()) == pytest.approx(flat(returns), abs=1e-5)
+        advantages, _ = ref.gae(rewards, values, mask.tolist(), 1.0, lambdas)
+        assert flat(call["advantages"].double().tolist()) == pytest.approx(flat(advantages), abs=1e-5)
+    low, cap = ICEPOP_BOUNDS
+    for step in ("1", "2", "3"):
+        outside = m["train/is_weight_min"][step] < low or m["train/is_weight_max"][step] > cap
+        assert (m["train/is_oob_ratio"][step] > 0) == outside, step
+    assert m["train/is_oob_ratio"]["1"] == 0 and max(m["train/is_oob_ratio"]["2"], m["train/is_oob_ratio"]["3"]) > 0
+
+
+def flat(rows: list) -> list[float]:
+    return [x for row in rows for x in row]
