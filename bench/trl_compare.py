@@ -140,13 +140,14 @@ class WarmStartExported(Exception):
 
 @contextmanager
 def exporting_warm_start(out: Path, then_stop: bool):
-    """While inside, the trainer's warm start (:func:`ppo.loop.warm_start.warm_start`, as :mod:`ppo.loop.start`
-    calls it) also writes the warm-started policy to ``out`` as an HF directory (and raises
-    :class:`WarmStartExported` afterwards if ``then_stop``)."""
-    import ppo.loop.start
+    """While inside, the trainer's warm start (:func:`ppo.loop.warm_start.warm_start`, as
+    :func:`ppo.loop.warm_start.warm_start_cached` calls it) also writes the warm-started policy to ``out`` as an HF
+    directory (and raises :class:`WarmStartExported` afterwards if ``then_stop``).  The warm-start cache is off
+    meanwhile: the warm start runs (and is timed) every time, as in the comparison's first run."""
+    import ppo.loop.warm_start
     from ppo.models.export import write_hf_export
 
-    original = ppo.loop.start.warm_start
+    original = ppo.loop.warm_start.warm_start
 
     def warm_start_and_export(policy, batches, lr) -> dict[str, float]:
         report = original(policy, batches, lr)
@@ -158,11 +159,17 @@ def exporting_warm_start(out: Path, then_stop: bool):
             raise WarmStartExported
         return report
 
-    ppo.loop.start.warm_start = warm_start_and_export
+    ppo.loop.warm_start.warm_start = warm_start_and_export
+    cache = os.environ.get("PPO_WARM_START_CACHE")
+    os.environ["PPO_WARM_START_CACHE"] = "off"
     try:
         yield
     finally:
-        ppo.loop.start.warm_start = original
+        ppo.loop.warm_start.warm_start = original
+        if cache is None:
+            os.environ.pop("PPO_WARM_START_CACHE")
+        else:
+            os.environ["PPO_WARM_START_CACHE"] = cache
 
 
 def run_ours(args) -> None:

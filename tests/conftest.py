@@ -1,8 +1,9 @@
 """Fixtures shared across test packages.
 
 No test reaches the Hugging Face hub or sees this machine's caches: for the whole session (subprocesses included)
-``HF_HUB_OFFLINE=1``, and the HF cache and ``PPO_DATA_ROOT`` are empty folders made for it.  Tests that need a filled
-cache fill their own (``tests/hub/cache.py``).
+``HF_HUB_OFFLINE=1``, and the HF cache, ``PPO_DATA_ROOT`` and the warm-start cache (``PPO_WARM_START_CACHE``) are
+empty folders made for it (runs of the session with the same warm start share it; none sees an earlier session's).
+Tests that need a filled cache fill their own (``tests/hub/cache.py``).
 """
 
 import atexit
@@ -19,7 +20,8 @@ import submitit  # noqa: F401
 
 _CACHES = Path(tempfile.mkdtemp(prefix="ppo-tests-caches-"))
 atexit.register(shutil.rmtree, _CACHES, True)
-os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(_CACHES / "hub"), PPO_DATA_ROOT=str(_CACHES / "data"))
+os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(_CACHES / "hub"), PPO_DATA_ROOT=str(_CACHES / "data"),
+                  PPO_WARM_START_CACHE=str(_CACHES / "warm_start"))
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from pathlib import Path
 from ppo.cluster.deadline import Pending
 from ppo.cluster.placement import Placement, check_cluster_shape, cluster_shape, reserve
 from ppo.loop.gpu_turns import GpuTurns
-from ppo.loop.warm_start import REFERENCE, warm_start, warm_started_weights
+from ppo.loop.warm_start import REFERENCE, warm_start_cached, warm_started_weights
 from ppo.rollout.generation import EnginePool, start_generation_worker
 from ppo.workers.group import PolicyGroup, ValueGroup
 from ppo.workers.logs import LOGS
@@ -146,7 +146,8 @@ def start_groups(exp, model_path: Path, run_dir: Path, placement: Placement, log
     warm_start_report = {}
     if warm_started:
         (Path(run_dir) / REFERENCE).unlink(missing_ok=True)  # an earlier attempt's, not this warm start's
-        warm_start_report = warm_start(policy, batches, settings.warm_start_lr)
+        warm_start_report = warm_start_cached(exp, policy, batches, model_path, run_dir, plan=placement.plan,
+                                              threads=placement.threads)
     critic_built = None
     if critic is not None:  # built while the policy loads its reference
         critic_built = build_critic(exp, critic, model_path, run_dir, warm_started=warm_started, policy=policy)

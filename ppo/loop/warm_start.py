@@ -3,6 +3,8 @@ before PPO, and the weights file the KL reference and the critic then start from
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -57,6 +59,39 @@ def warm_start(policy: PolicyGroup, batches: list[Batch], lr: float) -> dict[str
     seconds = time.perf_counter() - started
     print(f"[ppo] warm start done in {seconds:.1f} s", flush=True)
     return {"warm_start/final_nll": float(metrics["loss"]), "timing/setup/warm_start": seconds}
+
+
+def warm_start_cached(exp, policy: PolicyGroup, batches: list[Batch], model_path: Path, run_dir: Path, *,
+                      plan, threads: int) -> dict[str, float]:
+    """:func:`warm_start`, or its result from an earlier run's (:mod:`ppo.loop.warm_start_cache`): the same weights,
+    loaded into the policy and written as the run's ``reference.safetensors``, and the same report (the timing is
+    this run's).  A warm start that runs is stored for the next run."""
+    from ppo.loop import warm_start_cache as cache
+
+    root = cache.cache_root()
+    if root is None or not cache.cacheable(exp, plan):
+        return warm_start(policy, batches, exp.trainer.warm_start_lr)
+    started = time.perf_counter()
+    inputs = cache.warm_start_inputs(exp, model_path, batches, threads)
+    key = cache.warm_start_key(inputs)
+    path = Path(run_dir) / REFERENCE
+    found = cache.lookup(root, key)
+    if found is not None:
+        weights, report = found
+        shutil.copyfile(weights, f"{path}.partial")
+        os.replace(f"{path}.partial", path)
+        policy.load_weights(str(path))
+        seconds = time.perf_counter() - started
+        print(f"[ppo] warm start from the cache ({root / key}) in {seconds:.1f} s", flush=True)
+        return {**report, "timing/setup/warm_start": seconds}
+    report = warm_start(policy, batches, exp.trainer.warm_start_lr)
+    try:
+        cache.store(root, key, warm_started_weights(policy, run_dir),
+                    {k: v for k, v in report.items() if not k.startswith("timing/")}, inputs)
+    except OSError as err:  # a cache that cannot be written costs the next run its warm start, not this run
+        print(f"[ppo] the warm start was not cached in {root}: {err}", flush=True)
+    report["timing/setup/warm_start"] = time.perf_counter() - started
+    return report
 
 
 def warm_started_weights(policy: PolicyGroup, run_dir: Path) -> Path:

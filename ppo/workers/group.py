@@ -196,6 +196,10 @@ class PolicyGroup(MegatronGroup):
         what the reference and the critic's ranks then read their shards from."""
         self.call(PolicyWorker.write_weights, path)
 
+    def load_weights(self, weights: str) -> None:
+        """The policy's weights from the HF safetensors ``weights`` (each rank reads its shard)."""
+        self.call(PolicyWorker.load_weights, weights)
+
     def load_reference(self, weights: str) -> None:
         """The frozen reference from the HF safetensors ``weights`` (each rank reads its shard)."""
         self.call(PolicyWorker.load_reference, weights)

@@ -110,6 +110,14 @@ class PolicyWorker(MegatronWorker):
         """The policy as one HF-named safetensors file at ``path`` (rank 0 writes; a collective)."""
         super().write_weights(path, self.arch)
 
+    def load_weights(self, weights: str) -> None:
+        """Replace the policy's weights with the HF safetensors ``weights`` (each rank reads its shard; the
+        optimizer's main parameters follow): a warm start taken from the cache (:mod:`ppo.loop.warm_start_cache`)."""
+        from ppo.models.convert import load_megatron_state
+
+        load_megatron_state(self.updater.module, self.read_shard(weights, self.arch))
+        self.updater.optimizer.reload_model_params()
+
     def load_reference(self, weights: str) -> None:
         """Replace the frozen reference's weights with the HF safetensors ``weights`` (a file or folder; each rank
         reads its shard): the trainer anchors it to the warm-started policy."""

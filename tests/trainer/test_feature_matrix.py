@@ -17,7 +17,8 @@ option's wiring from the config to the loop is cut, not only when its formula is
     warm critic      the critic of the vapo run, from its HF export (one step)
     overlap          the vapo run's first 2 steps with the critic working beside the policy: the same numbers
     char credit      one step with partial credit for each right answer character, on that character's token
-    seeds            one step each with seed 1 and warm_start_seed 1: the seed moves the RL, not the warm start
+    seeds            one step each with seed 1 and warm_start_seed 1: the seed moves the RL, not the warm start;
+                     seed 0 again from the warm-start cache: the same metrics to the bit
     old logprobs     one step with logp_old from the engine and one recomputed by the policy: the same training
     reference answer one step of a critic that reads each sample's reference answer first: its values are those
                      of its weights over that input
@@ -449,14 +450,39 @@ def test_a_reward_of_your_own_scores_the_samples_and_every_answer_is_kept(ray_ru
         assert all(r["prompt"] and r["answer"] is not None or r["response"] == "" for r in greedy[:1])
 
 
-def test_a_run_seed_varies_the_rl_but_not_the_warm_started_checkpoint(ray_runtime, tmp_path):  # noqa: F811
-    """``seed`` changes the RL's sampling, ``trainer.warm_start_seed`` the warm start's batches (where RL starts)."""
+def test_a_run_seed_varies_the_rl_but_not_the_warm_started_checkpoint(ray_runtime, tmp_path,  # noqa: F811
+                                                                      monkeypatch):
+    """``seed`` changes the RL's sampling, ``trainer.warm_start_seed`` the warm start's batches (where RL starts).
+
+    The runs fill a warm-start cache of their own (``ppo.loop.warm_start_cache``); seed 0 run again takes its warm
+    start from there (no supervised step) and its metrics are those of the first, to the bit."""
+    from ppo.workers.group import PolicyGroup
+
+    monkeypatch.setenv("PPO_WARM_START_CACHE", str(tmp_path / "cache"))
+    steps_taken, supervised_steps = [], PolicyGroup.supervised_steps
+
+    def counted(self, batches, lr):
+        steps_taken.append(len(batches))
+        return supervised_steps(self, batches, lr)
+
+    monkeypatch.setattr(PolicyGroup, "supervised_steps", counted)
     one_step = ("trainer.max_steps=1", "trainer.prompts_per_step=16", "trainer.warm_start_steps=10")
-    runs = {name: run_tiny(tmp_path / name, *one_step, *overrides) for name, overrides in
-            {"seed 0": (), "seed 1": ("seed=1",), "warm-start seed 1": ("trainer.warm_start_seed=1",)}.items()}
+    runs = {}
+    for name, overrides in {"seed 0": (), "seed 1": ("seed=1",), "warm-start seed 1": ("trainer.warm_start_seed=1",),
+                            "seed 0 again": ()}.items():
+        steps_taken.clear()
+        runs[name] = run_tiny(tmp_path / name, *one_step, *overrides)
+        assert sum(steps_taken) == (0 if name == "seed 0 again" else 10), name
     landed = {name: m["warm_start/final_nll"]["0"] for name, m in runs.items()}
     print(f"the warm start's last nll: {landed}")
     assert landed["seed 1"] == landed["seed 0"] != landed["warm-start seed 1"]
+
+    def untimed(name: str) -> dict:
+        return {k: v for k, v in runs[name].items() if not k.startswith("timing/")}
+
+    assert untimed("seed 0 again") == untimed("seed 0")
+    assert (tmp_path / "seed 0 again" / "reference.safetensors").read_bytes() == \
+        (tmp_path / "seed 0" / "reference.safetensors").read_bytes()
 
     def rl(name: str) -> dict:
         return {k: v["1"] for k, v in runs[name].items() if k.startswith("train/")}
