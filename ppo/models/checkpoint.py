@@ -9,6 +9,7 @@ once complete, so a crash during a save leaves the previous checkpoint and never
 
 from __future__ import annotations
 
+import queue
 import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -73,9 +74,28 @@ def _barrier() -> None:
         torch.distributed.barrier()
 
 
+def _write_results_in_this_process() -> None:
+    """Give Megatron's checkpoint writer an in-process queue for its write results.
+
+    Its ``torch_dist`` writer hands the results back through a queue made once per process, a ``multiprocessing``
+    Manager's started with ``spawn`` (a new Python interpreter importing the worker's main module: 4.2 s of a rank's
+    first save on the 2-core CI machine, for a 0.6M-parameter model whose later saves take 0.2 s), so that an
+    asynchronous save's writer process could reach it.  Our saves are synchronous: the results are put and taken
+    in this process, where a thread-safe queue serves."""
+    from megatron.core.dist_checkpointing.strategies import filesystem_async
+
+    if not hasattr(filesystem_async, "_results_queue"):
+        raise RuntimeError("megatron-core's checkpoint writer changed (no filesystem_async._results_queue): "
+                           "ppo.models.checkpoint needs the megatron-core version the locks name")
+    if not isinstance(filesystem_async._results_queue, queue.Queue):
+        filesystem_async._results_queue = queue.Queue()
+
+
 def save_checkpoint(updater: ModelUpdater, path: str | Path) -> Path:
     """Write the model, the optimizer state and the step counter to ``path`` (collective over all ranks)."""
     from megatron.core import dist_checkpointing
+
+    _write_results_in_this_process()
 
     path = Path(path)
     partial = path.with_name(path.name + PARTIAL_SUFFIX)

@@ -110,3 +110,23 @@ def test_checkpoint_resumes_across_a_change_of_tensor_parallel_size(megatron_wor
     for name, expected in tp1["params"].items():
         error = (tp2["params"][name] - expected).abs().max().item()
         assert error <= 1e-5 * expected.abs().max().item() + 1e-7, (name, error)
+
+
+@pytest.mark.slow
+def test_a_first_save_starts_no_process(megatron_world, tmp_path):
+    """A rank's first save starts no helper process (Megatron's writer would spawn a ``multiprocessing`` Manager for
+    its results queue, seconds of a new interpreter): the results come back through a queue in this process."""
+    import psutil
+    from megatron.core.dist_checkpointing.strategies import filesystem_async
+
+    hf = make_hf_model("qwen2", tied=False, seed=23)
+    trainer = fresh_critic(hf, Architecture.from_hf_config(hf.config.to_dict()))
+    filesystem_async._results_queue = None  # as in a process that has not saved yet
+    before = {p.pid for p in psutil.Process().children()}
+    save_checkpoint(trainer, tmp_path / "ckpt")
+    assert {p.pid for p in psutil.Process().children()} == before
+    resumed = fresh_critic(hf, Architecture.from_hf_config(hf.config.to_dict()))
+    with torch.no_grad():
+        resumed.module.output_layer.weight.add_(1.0)
+    load_checkpoint(resumed, tmp_path / "ckpt")  # the metadata Megatron wrote from the results it got back
+    assert torch.equal(resumed.module.output_layer.weight, trainer.module.output_layer.weight)
