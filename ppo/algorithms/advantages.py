@@ -16,22 +16,9 @@ import torch
 
 from ppo.algorithms.estimators import GAE, GRPO, RLOO, RawReward, ReinforcePlusPlus
 from ppo.algorithms.gae import compute_gae, length_adaptive_lambda
+from ppo.algorithms.groups import group_mean_std
 from ppo.algorithms.masked import masked_whiten
 from ppo.algorithms.rewards import token_level_rewards
-
-
-def group_mean_std(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-sample mean, unbiased std and size of the sample's group (std is 0 for a group of one)."""
-    _, inverse = torch.unique(group_ids, return_inverse=True)
-    n_groups = int(inverse.max()) + 1
-    x = values.to(torch.float64)
-    count = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, torch.ones_like(x))
-    total = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, x)
-    mean = total / count
-    sq_dev = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, (x - mean[inverse]) ** 2)
-    std = (sq_dev / (count - 1).clamp(min=1)).sqrt()
-    to = lambda t: t[inverse].to(values.dtype)  # noqa: E731
-    return to(mean), to(std), count[inverse].to(values.dtype)
 
 
 def _broadcast(per_sample: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
-from ppo.algorithms.advantages import group_mean_std
 from ppo.algorithms.critic_loss import explained_variance
+from ppo.algorithms.groups import group_mean_std
 
 AVERAGED = ("lr", "reward")
 SHARED = ("global_valid_toks", "global_valid_seqs")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ppo.algorithms.advantages import group_mean_std
+from ppo.algorithms.groups import group_mean_std
 
 
 def dynamic_sampling_mask(rewards: torch.Tensor, group_ids: torch.Tensor, *, min_std: float = 0.0) -> torch.Tensor:

@@ -1,9 +1,11 @@
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from ppo.algorithms.advantages import group_mean_std
+from ppo.algorithms.groups import group_mean_std
 from ppo.algorithms.reduction import between_prompt_share, mean_by_group, reduce_metrics
 from ppo.algorithms.sampling import dynamic_sampling_mask
 
@@ -102,3 +104,12 @@ def test_between_prompt_share_is_the_variance_of_the_prompt_means_over_the_batch
     assert abs(between_prompt_share(same, group_ids)) < 0.15
     assert between_prompt_share(torch.ones(128), group_ids) is None  # no variance
     assert between_prompt_share(rewards, torch.arange(128)) is None  # one sample per prompt
+
+
+@pytest.mark.slow
+def test_the_megatron_workers_leave_the_numba_gae_scan_out():
+    """The workers reduce their metrics with :func:`group_mean_std`; importing it must not import the estimators'
+    numba scan (0.7 s of every worker's start; only the driver computes advantages)."""
+    probe = "import sys, ppo.models.training, ppo.workers.policy, ppo.workers.value; print('numba' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "False"
