@@ -88,10 +88,12 @@ class StepBatches:
             self.ahead.start(ahead, policy_version=step)
 
     def wait_for_ahead(self) -> None:
-        """Until the batches collected ahead are (the engines idle, for the refit); none started: nothing."""
+        """Until the batches collected ahead are (the engines idle, for the refit); none started: nothing.  The
+        waits of a step add up (the first step waits for its own batch too)."""
         if self.ahead is None or not self.ahead.in_flight:
             return
-        with self.clock.timed("waiting_for_generation"):
+        self.clock.phase = "waiting_for_generation"
+        with self.clock.timed_part("waiting_for_generation"):
             self.ahead.wait()
 
     def checkpoint_state(self) -> tuple[dict, list[Collected]]:

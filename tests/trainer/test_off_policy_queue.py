@@ -111,3 +111,15 @@ def test_usable_in_flight():
     assert usable_in_flight([0, 0], 1, 1) == 1  # early in a k = 2 run: step 2's batch is from the start's weights
     assert usable_in_flight([0, 0], 1, 0) == 0
     assert usable_in_flight([], 5, 0) == 0
+
+
+def test_the_first_steps_waits_add_up():
+    """Step 1 waits for its own batch and then, before the refit, for the wave ahead: both count."""
+    run = Run(1, max_steps=3)
+    clock = run.batches.clock
+    run.batches.next(0)
+    first = clock.timings["timing/train/waiting_for_generation"]
+    run.batches.start_ahead(0)
+    run.batches.wait_for_ahead()
+    assert clock.timings["timing/train/waiting_for_generation"] > first >= 0.01  # each wave sleeps 0.01 s
+    run.batches.close()
