@@ -3,13 +3,12 @@ before PPO, and the weights file the KL reference and the critic then start from
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from pathlib import Path
 
 import torch
 
+from ppo.atomic import write_bytes_atomic
 from ppo.data.batch import Batch
 from ppo.loop.settings import PPOSettings
 from ppo.rollout.batch import build_rollout_batch
@@ -78,8 +77,7 @@ def warm_start_cached(exp, policy: PolicyGroup, batches: list[Batch], model_path
     found = cache.lookup(root, key)
     if found is not None:
         weights, report = found
-        shutil.copyfile(weights, f"{path}.partial")
-        os.replace(f"{path}.partial", path)
+        write_bytes_atomic(path, weights.read_bytes())
         policy.load_weights(str(path))
         seconds = time.perf_counter() - started
         print(f"[ppo] warm start from the cache ({root / key}) in {seconds:.1f} s", flush=True)
