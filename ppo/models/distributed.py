@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 
 import torch
-from megatron.core import parallel_state
-from megatron.core.tensor_parallel import random as mp_random
 
 from ppo.models.cpu_compat import apply_if_needed
 from ppo.models.parallel import ParallelConfig
@@ -18,7 +16,10 @@ def initialize(parallel: ParallelConfig, *, seed: int = 0) -> None:
     Expects ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` (torchrun, Ray workers or a test harness);
     a lone process with none of them becomes a world of one on 127.0.0.1.
     """
-    apply_if_needed()
+    apply_if_needed()  # before megatron-core's first import (cpu_compat, patch 6)
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel import random as mp_random
+
     if not torch.distributed.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
