@@ -17,18 +17,26 @@ from ppo.config.errors import ConfigError
 from ppo.launch import cli as launch_cli
 
 
+def is_sweep_command(argv: list[str]) -> bool:
+    """Whether a command line names a sweep file (``SWEEP = ...``), told without running the file: the first ``.py``
+    argument that is neither an option nor an override.  ``ppo.sweep`` is imported only for a sweep."""
+    from ppo.config.loading import is_sweep_file
+
+    files = [a for a in argv if a.endswith(".py") and not a.startswith("-") and "=" not in a]
+    return bool(files) and is_sweep_file(files[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = bool(argv) and argv[0] in launch_cli.COMMANDS and not Path(argv[0]).is_file()
-    if not command:
+    if not command and is_sweep_command(argv):
         from ppo.sweep import cli as sweep_cli
 
-        if sweep_cli.is_sweep_command(argv):
-            try:
-                return sweep_cli.main(argv)
-            except ConfigError as err:
-                print(f"launch.py: {err}", file=sys.stderr)
-                return 2
+        try:
+            return sweep_cli.main(argv)
+        except ConfigError as err:
+            print(f"launch.py: {err}", file=sys.stderr)
+            return 2
     return launch_cli.main(argv)
 
 

@@ -3,3 +3,7 @@
 Subpackages (see DESIGN.md for the data flow):
   ppo.algorithms  pure tensor math (GAE, advantage estimators, KL, losses, reward shaping)
 """
+
+from ppo.config import fiddle_import
+
+fiddle_import.install()  # before any Fiddle import: libcst waits until something uses it (ppo/config/fiddle_import.py)

@@ -7,12 +7,13 @@ name is used again when a job loads its stored copy, so classes defined in the f
 
 Every failure is one line naming the file: missing file, import error (``file:line: Type: message``), no
 ``config()``, ``config()`` raising or returning something else, a malformed ``NIGHTLY``, an unknown fiddler.
-A file that defines ``SWEEP`` is a sweep (``launch.py`` hands it to :mod:`ppo.sweep`); :func:`load_experiment`
-refuses it.
+A file that defines ``SWEEP`` is a sweep (:func:`is_sweep_file`; ``launch.py`` hands it to :mod:`ppo.sweep`);
+:func:`load_experiment` refuses it.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import importlib
@@ -53,6 +54,30 @@ def module_name_for(path: Path) -> tuple[str, list[str]]:
     if (path.parent / "__init__.py").exists():
         return f"{path.parent.name}.{path.stem}", [str(path.parent.parent)]
     return path.stem, [str(path.parent.parent), str(path.parent)]
+
+
+def is_sweep_file(path: str | Path) -> bool:
+    """Whether the Python file at ``path`` assigns (or imports) ``SWEEP`` at its top level (read, not run): a sweep
+    file, which ``launch.py`` hands to :mod:`ppo.sweep`."""
+    path = Path(path)
+    if path.suffix != ".py" or not path.is_file():
+        return False
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError, OSError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        elif isinstance(node, ast.ImportFrom):
+            names = [alias.asname or alias.name for alias in node.names]
+        else:
+            names = []
+        if "SWEEP" in names:
+            return True
+    return False
 
 
 def load_module(path: str | Path, module_name: str | None = None, sys_path: list[str] | None = None) -> ModuleType:

@@ -13,9 +13,9 @@ tree (or ``--allow-dirty``) and ``--yes`` (or a yes at the prompt), as single SL
 Exit status: 0 every trial done or stopped (for ``--detach``: submitted), 1 some trial failed, 2 a bad command line
 or sweep (one line on stderr, nothing created).
 
-``launch.py`` sends a command line here when :func:`is_sweep_command` says it names a sweep file.  This CLI builds on
-the launch layer (:mod:`ppo.launch.prepare`, :mod:`ppo.launch.rundir`, :mod:`ppo.launch.slurm`), never on
-``launch.py``'s own CLI.
+``launch.py`` sends a command line here when it names a sweep file (:func:`ppo.config.loading.is_sweep_file`).
+This CLI builds on the launch layer (:mod:`ppo.launch.prepare`, :mod:`ppo.launch.rundir`, :mod:`ppo.launch.slurm`),
+never on ``launch.py``'s own CLI.
 """
 
 from __future__ import annotations
@@ -48,15 +48,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="submit to SLURM without asking")
     p.add_argument("--allow-dirty", action="store_true", help="submit to SLURM from a tree with uncommitted changes")
     return p
-
-
-def is_sweep_command(argv: list[str]) -> bool:
-    """Whether a ``launch.py`` command line names a sweep file (``SWEEP = ...``), told without running the file: the
-    first ``.py`` argument that is neither an option nor an override."""
-    from ppo.sweep.spec import is_sweep_file
-
-    files = [a for a in argv if a.endswith(".py") and not a.startswith("-") and "=" not in a]
-    return bool(files) and is_sweep_file(files[0])
 
 
 def main(argv: list[str]) -> int:

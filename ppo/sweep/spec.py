@@ -21,19 +21,18 @@ its direction ``mode`` (``max``/``min``) and the ``step`` to read it at, ``stopp
 ``step_time_metric`` (for the report) and ``wandb_group_path`` (the config path that gets the sweep id as the wandb
 group of every trial, when the base has it; None to leave it alone).
 
-A file with ``SWEEP`` is told from an experiment file without running it (:func:`is_sweep_file` reads its syntax
-tree), so ``launch.py`` can hand it here.
+A file with ``SWEEP`` is told from an experiment file without running it
+(:func:`ppo.config.loading.is_sweep_file` reads its syntax tree), so ``launch.py`` can hand it here.
 """
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ppo.config.errors import ConfigError
-from ppo.config.loading import load_module
+from ppo.config.loading import is_sweep_file, load_module
 from ppo.sweep.axes import AXIS_TYPES, Axis, Point, expand
 from ppo.sweep.search import Search
 from ppo.sweep.stopping import EarlyStopping
@@ -152,29 +151,6 @@ def resolve_base(sweep_file: Path, base: str) -> Path:
             return candidate
     tried = ", ".join(str(c) for c in candidates)
     raise ConfigError(f"{sweep_file}: base experiment {base} not found (looked for {tried})")
-
-
-def is_sweep_file(path: str | Path) -> bool:
-    """Whether the Python file at ``path`` assigns (or imports) ``SWEEP`` at its top level (read, not run)."""
-    path = Path(path)
-    if path.suffix != ".py" or not path.is_file():
-        return False
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (SyntaxError, ValueError, OSError):
-        return False
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names = [node.target.id]
-        elif isinstance(node, ast.ImportFrom):
-            names = [alias.asname or alias.name for alias in node.names]
-        else:
-            names = []
-        if "SWEEP" in names:
-            return True
-    return False
 
 
 def load_sweep(path: str | Path) -> LoadedSweep:

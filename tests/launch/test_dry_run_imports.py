@@ -1,7 +1,9 @@
 """The dry run imports only what it uses: a SLURM recipe's dry run (its memory plan, its hub model looked up in the
 cache) loads neither huggingface_hub (the cache is read directly, ``ppo.models.hub.snapshot_folder``) nor numpy
 (no data is drawn), nor torch, transformers or vLLM: each is a tenth of a second or more of a command run by hand.
-Nor psutil, which only the SLURM job's own code uses (``ppo.launch.slurm_job``, imported where a job is submitted)."""
+Nor psutil, which only the SLURM job's own code uses (``ppo.launch.slurm_job``, imported where a job is submitted);
+nor libcst and absl.logging, which Fiddle imports for paths a dry run does not take (``ppo.config.fiddle_import``:
+a third of the dry run); nor the sweep package, for a file that is not a sweep (``launch.py``)."""
 
 import subprocess
 import sys
@@ -10,7 +12,8 @@ import pytest
 
 from tests.launch.conftest import REPO
 
-HEAVY = ("huggingface_hub", "numpy", "torch", "transformers", "vllm", "ray", "psutil")
+HEAVY = ("huggingface_hub", "numpy", "torch", "transformers", "vllm", "ray", "psutil", "libcst", "absl.logging",
+         "ppo.sweep")
 
 
 @pytest.mark.slow
