@@ -65,7 +65,7 @@ SHAPES = {
 
 SHORT = [
     "trainer.max_steps=2", "trainer.generations_per_prompt=4",
-    "trainer.num_minibatches=2", "trainer.warm_start_steps=10", "trainer.val_period=2", "task.val_size=16",
+    "trainer.num_minibatches=2", "trainer.warm_start_steps=2", "trainer.val_period=2", "task.val_size=16",
     "trainer.checkpoint_period=2", "policy.optimizer.lr=1e-3",
 ]
 """2 steps of 4 samples a prompt (:data:`PROMPTS` a step; the second generates with the weights the first step's
