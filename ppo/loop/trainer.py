@@ -97,7 +97,7 @@ class PPOTrainer:
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
         exp, cfg = self.exp, self.cfg
-        started = time.perf_counter()
+        started = self.clock.origin = time.perf_counter()  # the phases' _start/_end count from here
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.owns_ray = not ray.is_initialized()
         connect_or_start()
@@ -142,7 +142,7 @@ class PPOTrainer:
         ahead = None
         if cfg.max_staleness:  # the engines generate while the groups train: no hand-over, only refits
             workers.gpus = OwnDevices(self.policy, self.critic, self.engines, holder="train")
-            clock = StepClock()  # the collecting thread's own
+            clock = StepClock(origin=self.clock.origin)  # the collecting thread's own
             ahead = CollectAhead(self.collector_timed_by(clock).collect, clock, self.engines)
         self.batches = StepBatches(self.collector_timed_by(self.clock), self.loader, self.clock, self.shipper,
                                    workers.gpus, ahead=ahead, max_staleness=cfg.max_staleness,

@@ -99,6 +99,15 @@ def test_each_batch_after_the_first_was_generated_one_update_before_it_trains(on
     for step in ("2", "3"):
         assert m["train/is_weight_min"][step] < 1 < m["train/is_weight_max"][step]
     assert "timing/train/waiting_for_generation" in m and set(m["validation/accuracy"]) == {"0", "3"}
+    # when (s since set-up): the wave that made step s's batch (step s's generation_*) ran while step s-1's ranks
+    # worked (its forward passes, values then logprobs, to the end of its update); on CPU the wave is shorter than
+    # the forward passes, so it may end before the update starts
+    start, end = m["timing/train/generation_start"], m["timing/train/generation_end"]
+    for step in ("2", "3"):
+        before = str(int(step) - 1)
+        ranks = (m["timing/train/values_start"][before], m["timing/train/training_end"][before])
+        assert ranks[0] < m["timing/train/logprobs_start"][before] < m["timing/train/training_start"][before]
+        assert start[step] < ranks[1] and ranks[0] < end[step], (step, start[step], end[step], ranks)
 
 
 def test_a_run_stopped_with_a_batch_in_flight_resumes_to_the_same_metrics(one_step_off, tmp_path):
