@@ -29,27 +29,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from setup_time import PYTHON, ROOT, tree_env  # bench/setup_time.py (bench/ is the first sys.path entry)
-
-DRY_RUN = ["launch.py", "experiments/dsr1_7b.py", "--executor", "slurm", "--dry-run"]
-
-
-def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall and CPU (user + system) seconds of one run of ``command``, and its output."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
+from setup_time import DRY_RUN, PYTHON, ROOT, timed, tree_env  # bench/setup_time.py (bench/ is sys.path[0])
 
 
 def main() -> int:
@@ -59,7 +45,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="dry_run_") as tmp:
         run_dir = Path(tmp) / "run"
-        dry_run = [str(PYTHON), *DRY_RUN, "--run-dir", str(run_dir)]
+        dry_run = [str(PYTHON), "launch.py", *DRY_RUN, "--run-dir", str(run_dir)]
         commands: dict[str, tuple[list[str], Path, dict[str, str]]] = {}
         base = Path(tmp) / "base"
         if args.base != "none":

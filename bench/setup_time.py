@@ -51,15 +51,20 @@ def tree_env(tree: Path, warm_start_cache: Path | None = None) -> dict[str, str]
     return {**env, "PYTHONPATH": str(tree)}
 
 
-def dry_run_seconds(tree: Path) -> tuple[float, float]:
-    """Wall and CPU (user + system) seconds of one dry run: on a shared machine the CPU time is the steadier."""
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
+    """Wall and CPU (user + system) seconds of one run of ``command``, and its output: on a shared machine the CPU
+    time is the steadier."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([str(PYTHON), "launch.py", *DRY_RUN], cwd=tree, env=tree_env(tree), check=True,
-                   capture_output=True)
+    done = subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
+
+
+def dry_run_seconds(tree: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one dry run of ``tree``."""
+    return timed([str(PYTHON), "launch.py", *DRY_RUN], tree, tree_env(tree))[:2]
 
 
 def setup_phases(tree: Path, run_dir: Path, warm_start_cache: Path) -> tuple[dict[str, float], list[dict]]:
