@@ -28,7 +28,7 @@ tensor left on the CPU raises: ``tests/workers/test_device_placement.py`` uses i
    >= 2.2) applied as the identity and without wandb (which it imports only for its inference engine's logging).
    The functions so decorated run eagerly, the same arithmetic without a compiled kernel (the builder turns the bias
    fusions off anyway).  A worker process that imports megatron-core, builds a model, takes an
-   optimizer step and saves a checkpoint spent 8.3 s of CPU before and 6.2 s after (median of 3 here); torch's
+   optimizer step and saves a checkpoint spends ~25 % less CPU (``bench/worker_start.py``); torch's
    optimizer still imports ``torch._dynamo`` on its own.  ``tests/models/test_cpu_compat.py`` checks the import.
 """
 
